@@ -1,0 +1,1 @@
+"""The runtime: messages, run state, events, ports and adapters, approval, execution, stores."""

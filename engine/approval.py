@@ -1,0 +1,73 @@
+"""Decisions on gated tool calls, the requests that ask for them, and the approver port."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from loopstate.engine.data import Frozen
+
+
+class Approve(Frozen):
+    """Run the call as the model asked."""
+
+    kind: Literal["approve"] = "approve"
+
+
+class Deny(Frozen):
+    """Do not run the call; the model receives `reason` as the call's result and goes on."""
+
+    kind: Literal["deny"] = "deny"
+    reason: str
+
+    def __init__(self, reason: str = "denied", /, **data: Any) -> None:
+        super().__init__(reason=data.pop("reason", reason), **data)
+
+
+class Edit(Frozen):
+    """Run the call with these arguments instead; they are validated, and the model is told."""
+
+    kind: Literal["edit"] = "edit"
+    arguments: dict[str, Any]
+
+    def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
+        super().__init__(arguments=data.pop("arguments", arguments), **data)
+
+
+class Abort(Frozen):
+    """End the whole run now: no further tool, no further model call."""
+
+    kind: Literal["abort"] = "abort"
+    reason: str
+
+    def __init__(self, reason: str = "aborted", /, **data: Any) -> None:
+        super().__init__(reason=data.pop("reason", reason), **data)
+
+
+Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]
+
+
+class ApprovalRequest(Frozen):
+    """One gated call of a step, as a person or policy sees it."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    digest: str
+    """Binds a decision to exactly these arguments (see `arguments_digest`)."""
+
+
+Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision]]]
+"""Receives every gated call of one step; returns a decision per call id. A call left out is
+not decided yet: the run suspends there."""
+
+
+def arguments_digest(tool: str, arguments: Any) -> str:
+    """A short stable digest of a call's tool and arguments (canonical JSON, SHA-256)."""
+    canonical = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -1,0 +1,100 @@
+"""The tool port: a validated, schema-carrying callable and the one context every tool gets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import structlog
+from pydantic import BaseModel
+
+from loopstate.engine.model import ToolDefinition
+
+DepsT = TypeVar("DepsT")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext(Generic[DepsT]):
+    """What a tool may know about the run it serves. Declare a parameter of this type to get it.
+
+    `idempotency_key` is stable for one call across retries, resumes and processes: pass it to
+    external systems that deduplicate.
+    """
+
+    run_id: str
+    call_id: str
+    tool: str
+    deps: DepsT
+    workspace: Path | None = None
+    log: Any = field(default_factory=lambda: structlog.get_logger("loopstate.tool"))
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}:{self.call_id}"
+
+
+ApprovalPredicate = Callable[[Any, "ToolContext[Any]"], bool]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call. Build one with `loopstate.tool`, not by hand."""
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    fn: Callable[..., Any]
+    context_param: str | None = None
+    needs_approval: bool | ApprovalPredicate = False
+    timeout: float | None = None
+    retries: int = 0
+    category: str = "general"
+    idempotent: bool = False
+    is_async: bool = False
+    max_result_chars: int = 20_000
+
+    @cached_property
+    def definition(self) -> ToolDefinition:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolDefinition(name=self.name, description=self.description, parameters=schema)
+
+    def validate(self, arguments: dict[str, Any]) -> BaseModel:
+        """Validate arguments against the schema; raises `pydantic.ValidationError`."""
+        return self.args_model.model_validate(arguments)
+
+    def gated(self, args: BaseModel, ctx: ToolContext[Any]) -> bool:
+        """Whether this call must wait for a decision before it runs."""
+        if isinstance(self.needs_approval, bool):
+            return self.needs_approval
+        return bool(self.needs_approval(args, ctx))
+
+    async def invoke(self, args: BaseModel, ctx: ToolContext[Any]) -> str:
+        """Run the function once (no timeout, no retries: the executor owns those)."""
+        kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        if self.is_async:
+            value = await self.fn(**kwargs)
+        else:
+            # A sync tool runs in a worker thread so a slow one cannot stall other runs.
+            value = await asyncio.to_thread(self.fn, **kwargs)
+        return render_result(value)
+
+
+def render_result(value: Any) -> str:
+    """A tool's return value as the text the model sees."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+AsyncToolFn = Callable[..., Awaitable[Any]]

@@ -1,0 +1,1 @@
+"""loopstate: an explicit state-machine orchestration engine for LLM agents."""

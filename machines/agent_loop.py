@@ -1,0 +1,62 @@
+"""The agent loop: thinking → awaiting_approval → executing_tool → thinking, and its endings.
+
+The machine decides; the runner acts. It is pure and synchronous: guards read only the facts an
+event carries, never the clock, the network or a store.
+"""
+
+from __future__ import annotations
+
+from statemachine import State, StateChart
+
+
+class AgentLoop(StateChart):  # type: ignore[misc]
+    """One run of a tool-calling agent.
+
+    - `replied` carries `calls` (tool calls in the turn) and `gated` (how many need a decision).
+    - `tools_done` and `decided` carry `stop`: a stop reason, or None to go on.
+    """
+
+    # Strict: an event the current state does not accept raises, and an error in a guard
+    # propagates to the runner (which ends the run in `failed`) instead of becoming an event.
+    allow_event_without_transition = False
+    catch_errors_as_events = False
+
+    machine_version = 1
+
+    idle = State(initial=True)
+    thinking = State()
+    awaiting_approval = State()
+    executing_tool = State()
+    done = State(final=True)
+    failed = State(final=True)
+    aborted = State(final=True)
+
+    start = idle.to(thinking)
+    replied = (
+        thinking.to(done, cond="is_answer")
+        | thinking.to(awaiting_approval, cond="has_gated_calls")
+        | thinking.to(executing_tool)
+    )
+    decided = awaiting_approval.to(executing_tool)
+    tools_done = executing_tool.to(done, cond="stop_requested") | executing_tool.to(thinking)
+    abort = (
+        idle.to(aborted)
+        | thinking.to(aborted)
+        | awaiting_approval.to(aborted)
+        | executing_tool.to(aborted)
+    )
+    fail = (
+        idle.to(failed)
+        | thinking.to(failed)
+        | awaiting_approval.to(failed)
+        | executing_tool.to(failed)
+    )
+
+    def is_answer(self, calls: int) -> bool:
+        return calls == 0
+
+    def has_gated_calls(self, gated: int) -> bool:
+        return gated > 0
+
+    def stop_requested(self, stop: str | None = None) -> bool:
+        return stop is not None

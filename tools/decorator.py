@@ -1,0 +1,150 @@
+"""`@tool`: turn a typed function into a `Tool` with a pydantic-validated, JSON-schema'd signature."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, get_type_hints, overload
+
+from pydantic import ConfigDict, Field, create_model
+
+from loopstate.engine.errors import DefinitionError
+from loopstate.engine.tool import ApprovalPredicate, Tool, ToolContext
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool | Callable[..., bool] = False,
+    timeout: float | None = None,
+    retries: int = 0,
+    category: str = "general",
+    idempotent: bool = False,
+    max_result_chars: int = 20_000,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool | Callable[..., bool] = False,
+    timeout: float | None = None,
+    retries: int = 0,
+    category: str = "general",
+    idempotent: bool = False,
+    max_result_chars: int = 20_000,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool. Use bare (`@tool`) or with options (`@tool(needs_approval=True)`).
+
+    Parameters become a pydantic model (validation and JSON schema); the docstring's first part
+    is the description, and `Args:` lines describe parameters. A parameter annotated
+    `ToolContext` receives the run's context and is hidden from the model.
+
+    `needs_approval` is a bool or a predicate over the validated arguments (and optionally the
+    context): `needs_approval=lambda args: args.amount >= 100`.
+    """
+
+    def build(func: Callable[..., Any]) -> Tool:
+        return _build(
+            func,
+            name=name or func.__name__,
+            description=description,
+            needs_approval=_predicate(needs_approval),
+            timeout=timeout,
+            retries=retries,
+            category=category,
+            idempotent=idempotent,
+            max_result_chars=max_result_chars,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def _build(func: Callable[..., Any], *, name: str, description: str | None, **options: Any) -> Tool:
+    if not _NAME.match(name):
+        raise DefinitionError(f"tool name {name!r} must match {_NAME.pattern}")
+    if options["timeout"] is not None and options["timeout"] <= 0:
+        raise DefinitionError(f"tool {name!r}: timeout must be positive")
+    if options["retries"] < 0:
+        raise DefinitionError(f"tool {name!r}: retries must be >= 0")
+    summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
+    hints = get_type_hints(func, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(func).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise DefinitionError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        annotation = hints.get(param.name, Any)
+        if _is_context(annotation):
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
+    args_model = create_model(  # type: ignore[call-overload]
+        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return Tool(
+        name=name,
+        description=description or summary or name,
+        args_model=args_model,
+        fn=func,
+        context_param=context_param,
+        is_async=inspect.iscoroutinefunction(func),
+        **options,
+    )
+
+
+def _is_context(annotation: Any) -> bool:
+    origin = getattr(annotation, "__origin__", annotation)
+    return inspect.isclass(origin) and issubclass(origin, ToolContext)
+
+
+def _predicate(value: bool | Callable[..., bool]) -> bool | ApprovalPredicate:
+    """Accept predicates of one (arguments) or two (arguments, context) parameters."""
+    if isinstance(value, bool):
+        return value
+    if not callable(value):
+        raise DefinitionError("needs_approval must be a bool or a callable")
+    arity = len(inspect.signature(value).parameters)
+    if arity == 1:
+        return lambda args, ctx: value(args)
+    if arity == 2:
+        return value
+    raise DefinitionError("a needs_approval predicate takes (arguments) or (arguments, context)")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its summary and its `Args:` descriptions."""
+    summary_lines: list[str] = []
+    args: dict[str, str] = {}
+    in_args = False
+    current: str | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped in ("Args:", "Arguments:", "Parameters:"):
+            in_args = True
+            continue
+        if in_args:
+            match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if match and not line.startswith(" " * 8):
+                current = match.group(1)
+                args[current] = match.group(2)
+            elif stripped and current is not None:
+                args[current] = f"{args[current]} {stripped}".strip()
+            elif not stripped:
+                current = None
+            continue
+        summary_lines.append(line)
+    return "\n".join(summary_lines).strip(), args
