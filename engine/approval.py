@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from loopstate.engine.data import Frozen
 
@@ -25,7 +25,7 @@ class Deny(Frozen):
     reason: str
 
     def __init__(self, reason: str = "denied", /, **data: Any) -> None:
-        super().__init__(reason=data.pop("reason", reason), **data)
+        BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
 
 
 class Edit(Frozen):
@@ -35,7 +35,7 @@ class Edit(Frozen):
     arguments: dict[str, Any]
 
     def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
-        super().__init__(arguments=data.pop("arguments", arguments), **data)
+        BaseModel.__init__(self, arguments=data.pop("arguments", arguments), **data)
 
 
 class Abort(Frozen):
@@ -45,7 +45,7 @@ class Abort(Frozen):
     reason: str
 
     def __init__(self, reason: str = "aborted", /, **data: Any) -> None:
-        super().__init__(reason=data.pop("reason", reason), **data)
+        BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
 
 
 Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]

@@ -1,15 +1,15 @@
 """The exceptions loopstate raises. Control signals (a run waiting for approval) are not errors.
 
-    LoopstateError
-    ├── DefinitionError        a tool, agent or machine is declared wrongly
-    ├── ModelError             the model port failed (network, provider, bad reply)
-    │   └── ScriptExhausted    a ScriptedModel was asked for more turns than it has
-    │   └── UnexpectedRequest  a ScriptedModel's expectation did not hold
-    ├── DecisionError          a decision was refused; the run is unchanged
-    ├── RunNotFound            no run with that id in the store
-    ├── RunBusy                another process holds the run's lease
-    ├── RunNotResumable        the run is finished, or not waiting for what was given
-    └── StoreError             a stored row is corrupt or from a newer schema
+LoopstateError
+├── DefinitionError        a tool, agent or machine is declared wrongly
+├── ModelError             the model port failed (network, provider, bad reply)
+│   └── ScriptExhausted    a ScriptedModel was asked for more turns than it has
+│   └── UnexpectedRequest  a ScriptedModel's expectation did not hold
+├── DecisionError          a decision was refused; the run is unchanged
+├── RunNotFound            no run with that id in the store
+├── RunBusy                another process holds the run's lease
+├── RunNotResumable        the run is finished, or not waiting for what was given
+└── StoreError             a stored row is corrupt or from a newer schema
 """
 
 from __future__ import annotations

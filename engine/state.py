@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from loopstate.engine.approval import ApprovalRequest, Decision
 from loopstate.engine.data import Frozen
 from loopstate.engine.messages import Message
@@ -95,7 +97,7 @@ class RunState(Frozen):
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def batch(self) -> tuple[CallRecord, ...]:

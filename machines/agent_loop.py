@@ -6,10 +6,12 @@ event carries, never the clock, the network or a store.
 
 from __future__ import annotations
 
+from typing import Any
+
 from statemachine import State, StateChart
 
 
-class AgentLoop(StateChart):  # type: ignore[misc]
+class AgentLoop(StateChart[Any]):
     """One run of a tool-calling agent.
 
     - `replied` carries `calls` (tool calls in the turn) and `gated` (how many need a decision).

@@ -1,4 +1,4 @@
-"""`@tool`: turn a typed function into a `Tool` with a pydantic-validated, JSON-schema'd signature."""
+"""`@tool`: turn a typed function into a `Tool` with validated arguments and a JSON schema."""
 
 from __future__ import annotations
 
@@ -85,16 +85,16 @@ def _build(func: Callable[..., Any], *, name: str, description: str | None, **op
     context_param = None
     for param in inspect.signature(func).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise DefinitionError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+            raise DefinitionError(
+                f"tool {name!r}: *args and **kwargs cannot be described to a model"
+            )
         annotation = hints.get(param.name, Any)
         if _is_context(annotation):
             context_param = param.name
             continue
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
-    args_model = create_model(  # type: ignore[call-overload]
-        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    args_model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     return Tool(
         name=name,
         description=description or summary or name,

@@ -1,0 +1,5 @@
+import sys
+
+from loopstate.cli import main
+
+sys.exit(main())
