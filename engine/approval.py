@@ -16,12 +16,14 @@ class Approve(Frozen):
     """Run the call as the model asked."""
 
     kind: Literal["approve"] = "approve"
+    digest: str | None = None
 
 
 class Deny(Frozen):
     """Do not run the call; the model receives `reason` as the call's result and goes on."""
 
     kind: Literal["deny"] = "deny"
+    digest: str | None = None
     reason: str
 
     def __init__(self, reason: str = "denied", /, **data: Any) -> None:
@@ -32,6 +34,7 @@ class Edit(Frozen):
     """Run the call with these arguments instead; they are validated, and the model is told."""
 
     kind: Literal["edit"] = "edit"
+    digest: str | None = None
     arguments: dict[str, Any]
 
     def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
@@ -42,6 +45,7 @@ class Abort(Frozen):
     """End the whole run now: no further tool, no further model call."""
 
     kind: Literal["abort"] = "abort"
+    digest: str | None = None
     reason: str
 
     def __init__(self, reason: str = "aborted", /, **data: Any) -> None:
@@ -49,6 +53,8 @@ class Abort(Frozen):
 
 
 Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]
+"""A decision may carry the `digest` of the request it answers; if it does, it is refused
+when the call's arguments differ."""
 
 
 class ApprovalRequest(Frozen):

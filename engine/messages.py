@@ -63,7 +63,7 @@ Message = Annotated[
 
 def to_wire(message: Message) -> dict[str, Any]:
     """The OpenAI chat-completions dict for one message."""
-    return message.model_dump(exclude_none=True)
+    return message.model_dump(mode="json", exclude_none=True)
 
 
 def tool_call(call_id: str, name: str, arguments: str) -> ToolCall:

@@ -78,6 +78,15 @@ class Transition(Frozen):
     actor: str | None = None
 
 
+class QueuedDecision(Frozen):
+    """A decision recorded for a suspended run (e.g. from the CLI), applied at its resume."""
+
+    call_id: str
+    decision: Decision
+    actor: str
+    at: float
+
+
 class RunState(Frozen):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -97,6 +106,8 @@ class RunState(Frozen):
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    inbox: tuple[QueuedDecision, ...] = ()
+    """Decisions recorded while suspended, not yet applied."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property

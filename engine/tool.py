@@ -10,9 +10,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import structlog
 from pydantic import BaseModel
 
+from loopstate.engine.logs import get_logger
 from loopstate.engine.model import ToolDefinition
 
 DepsT = TypeVar("DepsT")
@@ -31,7 +31,7 @@ class ToolContext(Generic[DepsT]):
     tool: str
     deps: DepsT
     workspace: Path | None = None
-    log: Any = field(default_factory=lambda: structlog.get_logger("loopstate.tool"))
+    log: Any = field(default_factory=lambda: get_logger("loopstate.tool"))
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

@@ -41,6 +41,8 @@ class AgentLoop(StateChart[Any]):
     )
     decided = awaiting_approval.to(executing_tool)
     tools_done = executing_tool.to(done, cond="stop_requested") | executing_tool.to(thinking)
+    # After a crash, calls that were running when the process died may be put to a person again.
+    reapprove = executing_tool.to(awaiting_approval)
     abort = (
         idle.to(aborted)
         | thinking.to(aborted)

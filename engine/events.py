@@ -1,0 +1,114 @@
+"""Typed events: one discriminated union, one log line each."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from loopstate.engine.data import Frozen
+from loopstate.engine.model import Usage
+
+
+class _Event(Frozen):
+    run_id: str
+    at: float
+    step: int = 0
+
+
+class RunStarted(_Event):
+    kind: Literal["run_started"] = "run_started"
+    machine: str
+    model: str
+
+
+class RunResumed(_Event):
+    kind: Literal["run_resumed"] = "run_resumed"
+    state: str
+    recovered: tuple[str, ...] = ()
+    """Call ids found running after a crash (re-run if idempotent, else reported)."""
+
+
+class RunSuspended(_Event):
+    kind: Literal["run_suspended"] = "run_suspended"
+    pending: tuple[str, ...]
+
+
+class RunFinished(_Event):
+    kind: Literal["run_finished"] = "run_finished"
+    status: str
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+class TransitionEvent(_Event):
+    kind: Literal["transition"] = "transition"
+    seq: int
+    source: str
+    target: str
+    event: str
+    reason: str | None = None
+    actor: str | None = None
+
+
+class ModelRequested(_Event):
+    kind: Literal["model_request"] = "model_request"
+    model: str
+    messages: int
+    tools: tuple[str, ...]
+
+
+class ModelResponded(_Event):
+    kind: Literal["model_response"] = "model_response"
+    model: str
+    tool_calls: tuple[str, ...]
+    usage: Usage
+    text: str | None = None
+
+
+class ApprovalRequested(_Event):
+    kind: Literal["approval_requested"] = "approval_requested"
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+
+
+class ToolApproval(_Event):
+    kind: Literal["tool_approval"] = "tool_approval"
+    call_id: str
+    tool: str
+    outcome: Literal["approve", "deny", "edit", "abort", "auto"]
+    actor: str
+    reason: str | None = None
+
+
+class ToolStarted(_Event):
+    kind: Literal["tool_started"] = "tool_started"
+    call_id: str
+    tool: str
+    attempt: int = 1
+
+
+class ToolFinished(_Event):
+    kind: Literal["tool_finished"] = "tool_finished"
+    call_id: str
+    tool: str
+    status: str
+    elapsed_s: float = 0.0
+
+
+Event = Annotated[
+    RunStarted
+    | RunResumed
+    | RunSuspended
+    | RunFinished
+    | TransitionEvent
+    | ModelRequested
+    | ModelResponded
+    | ApprovalRequested
+    | ToolApproval
+    | ToolStarted
+    | ToolFinished,
+    Field(discriminator="kind"),
+]

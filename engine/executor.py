@@ -1,0 +1,181 @@
+"""The single choke point for tool calls: parse → validate → gate → decide → run → result.
+
+Bad input never crashes a run: an unknown tool, unparsable JSON, schema errors, exceptions and
+timeouts all become results that tell the model what went wrong. Only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from loopstate.engine.approval import Decision, arguments_digest
+from loopstate.engine.errors import DecisionError
+from loopstate.engine.messages import ToolCall, ToolMessage
+from loopstate.engine.state import CallRecord
+from loopstate.engine.tool import Tool, ToolContext
+
+ContextFactory = Callable[[str, str], ToolContext[Any]]
+"""(call_id, tool name) → the context that call's tool receives."""
+
+
+class Executor:
+    def __init__(self, tools: Mapping[str, Tool], *, auto_approve: bool = False) -> None:
+        self.tools = tools
+        self.auto_approve = auto_approve
+
+    # -- classify a model turn's calls -------------------------------------------------------
+
+    def prepare(self, calls: Sequence[ToolCall], context: ContextFactory) -> list[CallRecord]:
+        return [self._prepare_one(call, context) for call in calls]
+
+    def _prepare_one(self, call: ToolCall, context: ContextFactory) -> CallRecord:
+        base = {"call_id": call.id, "tool": call.name, "raw_arguments": call.function.arguments}
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self.tools) or "none"
+            msg = f"Error: unknown tool {call.name!r}. Available tools: {available}."
+            return CallRecord(**base, status="invalid", reason=msg, result=msg)
+        try:
+            arguments = parse_arguments(call.function.arguments)
+            args = tool.validate(arguments)
+        except ValueError as exc:  # JSONDecodeError and ValidationError are ValueErrors
+            msg = f"Error: invalid arguments for {tool.name}: {describe_invalid(exc)}"
+            return CallRecord(**base, status="invalid", reason=msg, result=msg)
+        digest = arguments_digest(tool.name, arguments)
+        record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        try:
+            gated = tool.gated(args, context(call.id, tool.name))
+            reason = f"{tool.name} needs approval"
+        except Exception as exc:  # a broken predicate must not let a call through
+            gated, reason = True, f"{tool.name}'s approval check raised {exc!r}"
+        if not gated:
+            return record
+        if self.auto_approve:
+            return record.model_copy(update={"reason": reason, "decided_by": "auto_approve"})
+        return record.model_copy(update={"status": "awaiting", "reason": reason})
+
+    def recover(self, record: CallRecord, *, ask_again: bool) -> CallRecord:
+        """A call found `running` after its process died: re-run it if its tool is idempotent;
+        otherwise ask for a decision again, or tell the model its outcome is unknown."""
+        tool = self.tools.get(record.tool)
+        if tool is not None and tool.idempotent:
+            return record.model_copy(update={"status": "approved"})
+        if ask_again:
+            reason = f"{record.tool} was interrupted before it finished; run it again?"
+            return record.model_copy(
+                update={"status": "awaiting", "reason": reason, "decision": None}
+            )
+        text = (
+            f"Error: interrupted, outcome unknown. The process running {record.tool} stopped "
+            "before it finished, and it was not run again: check its effect before retrying."
+        )
+        return record.model_copy(update={"status": "interrupted", "result": text})
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    def decide(
+        self, record: CallRecord, decision: Decision, *, actor: str, at: float
+    ) -> CallRecord:
+        """Apply one decision to an awaiting call; raises `DecisionError` and changes nothing
+        if the decision cannot be used (already decided, stale digest, invalid edit)."""
+        if record.status != "awaiting":
+            raise DecisionError(
+                f"call {record.call_id} ({record.tool}) is not awaiting a decision "
+                f"(it is {record.status}); a decision is used once"
+            )
+        digest = getattr(decision, "digest", None)
+        if digest is not None and digest != record.digest:
+            raise DecisionError(
+                f"decision for call {record.call_id} was made for other arguments "
+                f"(digest {digest}, the call's is {record.digest})"
+            )
+        update: dict[str, Any] = {"decision": decision, "decided_by": actor, "decided_at": at}
+        match decision.kind:
+            case "approve":
+                update["status"] = "approved"
+            case "edit":
+                self._check_edit(record, decision.arguments)
+                update["status"] = "approved"
+            case "deny":
+                update["status"] = "denied"
+                update["result"] = (
+                    f"Denied: the reviewer did not allow this call. Reason: {decision.reason}"  # type: ignore[union-attr]
+                )
+            case "abort":
+                update["status"] = "denied"
+                update["result"] = f"Aborted: {decision.reason}"
+        return record.model_copy(update=update)
+
+    def _check_edit(self, record: CallRecord, arguments: dict[str, Any]) -> None:
+        tool = self.tools.get(record.tool)
+        if tool is None:
+            raise DecisionError(f"call {record.call_id}: tool {record.tool!r} is not available")
+        try:
+            tool.validate(arguments)
+        except ValidationError as exc:
+            raise DecisionError(
+                f"edit for call {record.call_id} ({record.tool}) refused: {describe_invalid(exc)}"
+            ) from None
+
+    # -- run ---------------------------------------------------------------------------------
+
+    async def run(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
+        """Run an approved call with its tool's timeout and retries; never raises but for
+        cancellation. Returns the record with its final status and result text."""
+        tool = self.tools[record.tool]
+        args = tool.validate(record.executed_arguments or {})
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                async with asyncio.timeout(tool.timeout):
+                    text = await tool.invoke(args, ctx)
+                status, text = "succeeded", truncate(text, tool.max_result_chars)
+                break
+            except TimeoutError:
+                status, text = "failed", f"Error: {tool.name} timed out after {tool.timeout:g} s."
+            except Exception as exc:
+                status, text = "failed", f"Error: {tool.name} raised {type(exc).__name__}: {exc}"
+            if attempts > tool.retries:
+                break
+        if record.decision is not None and record.decision.kind == "edit":
+            edited = json.dumps(record.decision.arguments, sort_keys=True)
+            text = f"[The reviewer edited the arguments; this ran with {edited}]\n{text}"
+        return record.model_copy(update={"status": status, "result": text, "attempts": attempts})
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """The model's argument text as a JSON object (an empty text means no arguments)."""
+    if not raw.strip():
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def describe_invalid(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            parts.append(f"{where}: {err['msg']}")
+        return "; ".join(parts)
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object"
+    return str(exc)
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[truncated: {limit} of {len(text)} characters shown]"
+
+
+def result_message(record: CallRecord) -> ToolMessage:
+    return ToolMessage(tool_call_id=record.call_id, content=record.result or "")

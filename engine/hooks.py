@@ -1,0 +1,128 @@
+"""Lifecycle hooks: typed observers with optional async methods, composable and mergeable.
+
+What a hook may do: observe everything; replace a tool's result text (`after_tool`: truncate,
+redact, annotate); add metadata to the run (`RunContext.metadata`). What it may not do: decide
+an approval, skip a call, or change arguments — hooks receive frozen data, and only the
+approval path can decide. A hook that raises fails the run (errors are never swallowed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from loopstate.engine.approval import ApprovalRequest
+from loopstate.engine.events import Event
+from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.state import CallRecord, RunState, Transition
+
+
+class Hooks:
+    """Override any subset of these methods. Every method is optional and async."""
+
+    async def on_run_start(self, run: RunState) -> None:
+        """A run starts or resumes."""
+
+    async def on_run_end(self, run: RunState) -> None:
+        """A run finishes, suspends, or stops on an error."""
+
+    async def before_model(self, request: ModelRequest) -> None:
+        """Before each model call."""
+
+    async def after_model(self, request: ModelRequest, response: ModelResponse) -> None:
+        """After each model call."""
+
+    async def before_tool(self, call: CallRecord) -> None:
+        """Before a tool runs (its intent is already persisted)."""
+
+    async def after_tool(self, call: CallRecord, result: str) -> str | None:
+        """After a tool ran. Return a replacement for the result text, or None to keep it."""
+        return None
+
+    async def on_approval_requested(self, requests: Sequence[ApprovalRequest]) -> None:
+        """Gated calls of one step are about to wait for a decision."""
+
+    async def on_approval_decided(self, call: CallRecord) -> None:
+        """A decision was applied to a call."""
+
+    async def on_transition(self, transition: Transition) -> None:
+        """The machine moved."""
+
+    async def on_event(self, event: Event) -> None:
+        """Every event, including those above, as typed data."""
+
+
+_METHODS = tuple(name for name in vars(Hooks) if name.startswith(("on_", "before_", "after_")))
+
+
+def _overrides(hooks: Hooks, name: str) -> bool:
+    return getattr(type(hooks), name) is not getattr(Hooks, name)
+
+
+class HookChain(Hooks):
+    """Several hooks as one: each method calls the hooks that override it, in order.
+
+    `after_tool` is a pipeline: each hook sees the result the previous one returned.
+    """
+
+    def __init__(self, hooks: Sequence[Hooks]) -> None:
+        flat: list[Hooks] = []
+        for h in hooks:
+            flat.extend(h.hooks if isinstance(h, HookChain) else [h])
+        self.hooks: tuple[Hooks, ...] = tuple(flat)
+        self._by_method: dict[str, tuple[Hooks, ...]] = {
+            name: tuple(h for h in flat if _overrides(h, name)) for name in _METHODS
+        }
+
+    def wants(self, name: str) -> bool:
+        """Whether any hook overrides `name` (so callers can skip building its arguments)."""
+        return bool(self._by_method[name])
+
+    async def _each(self, name: str, *args: Any) -> None:
+        for h in self._by_method[name]:
+            await getattr(h, name)(*args)
+
+    async def on_run_start(self, run: RunState) -> None:
+        await self._each("on_run_start", run)
+
+    async def on_run_end(self, run: RunState) -> None:
+        await self._each("on_run_end", run)
+
+    async def before_model(self, request: ModelRequest) -> None:
+        await self._each("before_model", request)
+
+    async def after_model(self, request: ModelRequest, response: ModelResponse) -> None:
+        await self._each("after_model", request, response)
+
+    async def before_tool(self, call: CallRecord) -> None:
+        await self._each("before_tool", call)
+
+    async def after_tool(self, call: CallRecord, result: str) -> str | None:
+        changed = False
+        for h in self._by_method["after_tool"]:
+            replacement = await h.after_tool(call, result)
+            if replacement is not None:
+                result, changed = replacement, True
+        return result if changed else None
+
+    async def on_approval_requested(self, requests: Sequence[ApprovalRequest]) -> None:
+        await self._each("on_approval_requested", requests)
+
+    async def on_approval_decided(self, call: CallRecord) -> None:
+        await self._each("on_approval_decided", call)
+
+    async def on_transition(self, transition: Transition) -> None:
+        await self._each("on_transition", transition)
+
+    async def on_event(self, event: Event) -> None:
+        await self._each("on_event", event)
+
+
+def compose(*hooks: Hooks) -> HookChain:
+    """One hook object that runs all of `hooks` in order."""
+    return HookChain(hooks)
+
+
+def merge(first: Hooks, second: Hooks) -> HookChain:
+    """Two hook sets as one: `first`'s methods run before `second`'s."""
+    return HookChain([first, second])

@@ -1,0 +1,128 @@
+"""The store port and the in-memory store. SQLite lives in `sqlite_store`.
+
+A store keeps each run as a small header, plus append-only messages and transitions, plus the
+call records (upserted: the current batch's change as they are decided and run). `save` writes
+only what is new since the indices it is given, in one atomic step, and renews the writer's
+lease: a process that lost its lease cannot write (fencing).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from loopstate.engine.data import Frozen
+from loopstate.engine.errors import RunBusy, RunNotFound
+from loopstate.engine.state import RunState
+
+DEFAULT_LEASE_S = 60.0
+
+
+class RunSummary(Frozen):
+    run_id: str
+    machine: str
+    state: str
+    status: str
+    steps: int
+    pending: int
+    created_at: float
+    updated_at: float
+    stop_reason: str | None = None
+
+
+def summarize(state: RunState) -> RunSummary:
+    return RunSummary(
+        run_id=state.run_id,
+        machine=state.machine,
+        state=state.state,
+        status=state.status,
+        steps=state.steps,
+        pending=len(state.pending),
+        created_at=state.created_at,
+        updated_at=state.updated_at,
+        stop_reason=state.stop_reason,
+    )
+
+
+class Store(Protocol):
+    async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        """Store a new run and give `owner` its lease. Raises if the id exists."""
+
+    async def save(
+        self,
+        state: RunState,
+        *,
+        first_message: int,
+        first_transition: int,
+        owner: str,
+        now: float,
+        ttl: float,
+    ) -> None:
+        """Append messages[first_message:] and transitions[first_transition:], upsert the
+        current batch's calls and the header, renew `owner`'s lease; all or nothing.
+        Raises `RunBusy` if another owner holds a live lease."""
+
+    async def load(self, run_id: str) -> RunState:
+        """The run as last saved. Raises `RunNotFound`, or `StoreError` for corrupt data."""
+
+    async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
+        """Take the run's lease (free, expired, or already ours) and load it; `RunBusy` else."""
+
+    async def release(self, run_id: str, *, owner: str) -> None:
+        """Give the lease up if `owner` holds it."""
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
+        """Most recently updated first."""
+
+
+class MemoryStore:
+    """Runs in a dict. Stores the immutable `RunState` itself: saving copies nothing."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, RunState] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    def _check_lease(self, run_id: str, owner: str, now: float) -> None:
+        holder = self._leases.get(run_id)
+        if holder is not None and holder[0] != owner and holder[1] > now:
+            raise RunBusy(f"run {run_id} is busy: another process holds it")
+
+    async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        if state.run_id in self._runs:
+            raise ValueError(f"run {state.run_id} already exists")
+        self._runs[state.run_id] = state
+        self._leases[state.run_id] = (owner, now + ttl)
+
+    async def save(
+        self,
+        state: RunState,
+        *,
+        first_message: int,
+        first_transition: int,
+        owner: str,
+        now: float,
+        ttl: float,
+    ) -> None:
+        self._check_lease(state.run_id, owner, now)
+        self._runs[state.run_id] = state
+        self._leases[state.run_id] = (owner, now + ttl)
+
+    async def load(self, run_id: str) -> RunState:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise RunNotFound(f"no run {run_id!r} in this store") from None
+
+    async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
+        state = await self.load(run_id)
+        self._check_lease(run_id, owner, now)
+        self._leases[run_id] = (owner, now + ttl)
+        return state
+
+    async def release(self, run_id: str, *, owner: str) -> None:
+        holder = self._leases.get(run_id)
+        if holder is not None and holder[0] == owner:
+            del self._leases[run_id]
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
+        runs = sorted(self._runs.values(), key=lambda r: r.updated_at, reverse=True)
+        return [summarize(r) for r in runs if status is None or r.status == status][:limit]
