@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, get_type_hints, overload
 
@@ -56,9 +57,13 @@ def tool(
     context): `needs_approval=lambda args: args.amount >= 100`.
     """
 
-    def build(func: Callable[..., Any]) -> Tool:
+    def build(func: Callable[..., Any], localns: dict[str, Any] | None = None) -> Tool:
+        # Annotations may name classes local to the decorating scope (postponed evaluation).
+        if localns is None:
+            localns = dict(sys._getframe(1).f_locals)
         return _build(
             func,
+            localns=localns,
             name=name or func.__name__,
             description=description,
             needs_approval=_predicate(needs_approval),
@@ -69,10 +74,17 @@ def tool(
             max_result_chars=max_result_chars,
         )
 
-    return build(fn) if fn is not None else build
+    return build(fn, dict(sys._getframe(1).f_locals)) if fn is not None else build
 
 
-def _build(func: Callable[..., Any], *, name: str, description: str | None, **options: Any) -> Tool:
+def _build(
+    func: Callable[..., Any],
+    *,
+    name: str,
+    description: str | None,
+    localns: dict[str, Any],
+    **options: Any,
+) -> Tool:
     if not _NAME.match(name):
         raise DefinitionError(f"tool name {name!r} must match {_NAME.pattern}")
     if options["timeout"] is not None and options["timeout"] <= 0:
@@ -80,7 +92,10 @@ def _build(func: Callable[..., Any], *, name: str, description: str | None, **op
     if options["retries"] < 0:
         raise DefinitionError(f"tool {name!r}: retries must be >= 0")
     summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
-    hints = get_type_hints(func, include_extras=True)
+    try:
+        hints = get_type_hints(func, localns=localns, include_extras=True)
+    except NameError as exc:
+        raise DefinitionError(f"tool {name!r}: cannot resolve an annotation: {exc}") from None
     fields: dict[str, Any] = {}
     context_param = None
     for param in inspect.signature(func).parameters.values():

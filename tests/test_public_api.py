@@ -1,0 +1,35 @@
+"""The public API is exactly this: adding a name is a decision, removing one breaks users."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import loopstate
+
+PUBLIC = [
+    "Abort", "Agent", "AgentLoop", "ApprovalRequest", "Approve", "AssistantMessage",
+    "CallRecord", "Decision", "DecisionError", "DefinitionError", "Deny", "Edit", "Event",
+    "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message", "Model", "ModelError",
+    "ModelRequest", "ModelResponse", "RunBusy", "RunNotFound", "RunNotResumable", "RunResult",
+    "RunState", "RunSummary", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
+    "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext", "ToolDefinition",
+    "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest", "Usage",
+    "UserMessage", "compose", "merge", "tool",
+]  # fmt: skip
+
+
+def test_all_is_sorted_and_exactly_the_public_names() -> None:
+    assert loopstate.__all__ == sorted(loopstate.__all__)
+    assert loopstate.__all__ == PUBLIC
+
+
+def test_every_public_name_resolves() -> None:
+    for name in loopstate.__all__:
+        assert getattr(loopstate, name) is not None, name
+
+
+def test_importing_loopstate_does_not_import_litellm() -> None:
+    code = "import sys, loopstate; print('litellm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
