@@ -62,8 +62,12 @@ class Agent:
     ) -> None:
         if max_steps < 1:
             raise DefinitionError("max_steps must be at least 1")
+        self._options: dict[str, Any] = {
+            k: v for k, v in locals().items() if k not in ("self", "__class__")
+        }
         self.model = _model(model)
         self.tools = ToolRegistry(tools)
+        self._options["tools"] = tuple(self.tools)
         self.instructions = instructions
         self.store: Store = store if store is not None else MemoryStore()
         self.ids = ids
@@ -86,6 +90,15 @@ class Agent:
             lease_s=lease_s,
             log=log,
         )
+
+    def clone(self, **changes: Any) -> Agent:
+        """A new agent with the same configuration but for `changes` (any `__init__`
+        argument): e.g. `agent.clone(store=SQLiteStore(path))` or `agent.clone(model=replay)`."""
+        unknown = set(changes) - set(self._options)
+        if unknown:
+            raise DefinitionError(f"Agent has no options {sorted(unknown)}")
+        options = {**self._options, **changes}
+        return Agent(options.pop("model"), options.pop("tools"), **options)
 
     def _runner_config(self) -> RunConfig:
         owner = f"{socket.gethostname()}:{os.getpid()}:{self.ids()}"

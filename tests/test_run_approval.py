@@ -210,3 +210,18 @@ async def test_every_decision_emits_a_tool_approval_event_with_its_outcome() -> 
         ("write_file", "deny", "approver", "no"),
         ("pay", "edit", "approver", "pay needs approval"),
     ]
+
+
+def test_clone_keeps_the_configuration_but_for_the_changes() -> None:
+    from loopstate import DefinitionError
+
+    _, tools = make_tools()
+    agent = Agent(ScriptedModel([]), tools, instructions="be kind", max_steps=3)
+    other_store = MemoryStore()
+    copy = agent.clone(store=other_store)
+    assert copy.store is other_store
+    assert copy.model is agent.model
+    assert copy.instructions == "be kind"
+    assert [t.name for t in copy.tools] == [t.name for t in agent.tools]
+    with pytest.raises(DefinitionError, match="no options"):
+        agent.clone(colour="red")
