@@ -53,11 +53,18 @@ class ScriptedModel:
 
     Items may be a `Turn`, an `AssistantMessage`, a `str` (a final answer) or a `ToolCall`
     (a turn with that single call). Calls without an id get `call_<turn>_<n>`.
+
+    With `by_step=True` the turn is chosen by the request's step number instead of by how
+    many requests this object has seen, so a run resumed in a new process continues the
+    script where the run is (the demo's suspend-and-resume uses this).
     """
 
-    def __init__(self, script: Iterable[ScriptItem], *, name: str = "scripted") -> None:
+    def __init__(
+        self, script: Iterable[ScriptItem], *, name: str = "scripted", by_step: bool = False
+    ) -> None:
         self._turns = [_as_turn(item, i + 1) for i, item in enumerate(script)]
         self._name = name
+        self._by_step = by_step
         self.requests: list[ModelRequest] = []
 
     @property
@@ -69,8 +76,8 @@ class ScriptedModel:
         return len(self._turns) - len(self.requests)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        index = len(self.requests)
-        if index >= len(self._turns):
+        index = request.step - 1 if self._by_step else len(self.requests)
+        if not 0 <= index < len(self._turns):
             raise ScriptExhausted(
                 f"{self._name}: the script has {len(self._turns)} turns and a request for "
                 f"turn {index + 1} arrived (last message: {_last(request)})"

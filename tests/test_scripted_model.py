@@ -30,3 +30,11 @@ async def test_an_unmet_expectation_raises() -> None:
     model = ScriptedModel([text("hi", expect=lambda r: r.messages[-1].content == "hello")])
     with pytest.raises(UnexpectedRequest, match="turn 1 does not meet its expectation"):
         await model.complete(request("goodbye"))
+
+
+async def test_by_step_picks_the_turn_from_the_request_step() -> None:
+    model = ScriptedModel(["one", "two", "three"], by_step=True)
+    later = ModelRequest(messages=(UserMessage(content="x"),), step=3)
+    assert (await model.complete(later)).message.content == "three"
+    with pytest.raises(ScriptExhausted):
+        await model.complete(ModelRequest(messages=later.messages, step=4))
