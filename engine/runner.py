@@ -13,6 +13,7 @@ before any tool runs, each tool's intent before it runs and its result after.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -93,6 +94,12 @@ class RunConfig:
     log: Any = None
 
 
+def _enabled(log: Any, level: int) -> bool:
+    """Whether a line at `level` would be emitted (unknown logger kinds: assume so)."""
+    check = getattr(log, "is_enabled_for", None)
+    return True if check is None else bool(check(level))
+
+
 class _Suspend:
     """Returned by a step that leaves the run waiting for decisions."""
 
@@ -112,6 +119,8 @@ class Runner:
         self.events: list[Event] = []
         base = config.log or get_logger()
         self.log = base.bind(run_id=state.run_id)
+        self._log_debug = _enabled(self.log, logging.DEBUG)
+        self._log_info = _enabled(self.log, logging.INFO)
         self._saved_messages = len(state.messages)
         self._saved_transitions = len(state.transitions)
         self._definitions = tuple(t.definition for t in config.tools.values())
@@ -161,7 +170,9 @@ class Runner:
 
     async def _think(self) -> None:
         state = self.state
-        request = ModelRequest(
+        # model_construct: the history is already-validated data; re-validating it every step
+        # would make a step cost grow with the history.
+        request = ModelRequest.model_construct(
             messages=state.messages,
             tools=self._definitions,
             tool_choice=self.config.tool_choice,
@@ -363,7 +374,7 @@ class Runner:
         getattr(self.machine, event)(**facts)
         target = str(self.machine.current_state_value)
         now = self.config.clock()
-        transition = Transition(
+        transition = Transition.model_construct(
             seq=len(self.state.transitions) + 1,
             source=source,
             target=target,
@@ -411,16 +422,15 @@ class Runner:
 
     async def _emit(self, event: Event) -> None:
         self.events.append(event)
-        # structlog's first argument is named `event`: a transition's event logs as `trigger`.
-        fields = {
-            ("trigger" if k == "event" else k): v
-            for k, v in event.__dict__.items()
-            if k not in ("kind", "run_id")
-        }
-        if event.kind in _INFO_EVENTS:
-            self.log.info(event.kind, **fields)
-        else:
-            self.log.debug(event.kind, **fields)
+        info = event.kind in _INFO_EVENTS
+        if self._log_info if info else self._log_debug:
+            # structlog's first argument is named `event`: a transition's event logs as `trigger`.
+            fields = {
+                ("trigger" if k == "event" else k): v
+                for k, v in event.__dict__.items()
+                if k not in ("kind", "run_id")
+            }
+            (self.log.info if info else self.log.debug)(event.kind, **fields)
         if self.hooks is not None:
             await self.hooks.on_event(event)
 

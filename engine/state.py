@@ -125,6 +125,8 @@ class RunState(Frozen):
         return [c.request() for c in self.batch if c.status == "awaiting"]
 
     def replace_call(self, record: CallRecord) -> RunState:
-        index = next(i for i, c in enumerate(self.calls) if c.call_id == record.call_id)
+        """This state with `record` in place of the current batch's call of the same id."""
+        start = self.batch_start
+        index = start + next(i for i, c in enumerate(self.batch) if c.call_id == record.call_id)
         calls = (*self.calls[:index], record, *self.calls[index + 1 :])
         return self.model_copy(update={"calls": calls})
