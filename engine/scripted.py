@@ -45,6 +45,8 @@ def calls(
 
 
 ScriptItem = Turn | AssistantMessage | str | ToolCall
+Reaction = Callable[[ModelRequest], ScriptItem]
+"""A turn computed from the request, e.g. a final answer that depends on a reviewer's decision."""
 
 
 class ScriptedModel:
@@ -60,9 +62,16 @@ class ScriptedModel:
     """
 
     def __init__(
-        self, script: Iterable[ScriptItem], *, name: str = "scripted", by_step: bool = False
+        self,
+        script: Iterable[ScriptItem | Reaction],
+        *,
+        name: str = "scripted",
+        by_step: bool = False,
     ) -> None:
-        self._turns = [_as_turn(item, i + 1) for i, item in enumerate(script)]
+        self._turns = [
+            item if callable(item) and not isinstance(item, Turn) else _as_turn(item, i + 1)
+            for i, item in enumerate(script)
+        ]
         self._name = name
         self._by_step = by_step
         self.requests: list[ModelRequest] = []
@@ -82,7 +91,8 @@ class ScriptedModel:
                 f"{self._name}: the script has {len(self._turns)} turns and a request for "
                 f"turn {index + 1} arrived (last message: {_last(request)})"
             )
-        turn = self._turns[index]
+        scripted = self._turns[index]
+        turn = _as_turn(scripted(request), index + 1) if callable(scripted) else scripted
         self.requests.append(request)
         if turn.expect is not None and turn.expect(request) is False:
             raise UnexpectedRequest(

@@ -38,3 +38,8 @@ async def test_by_step_picks_the_turn_from_the_request_step() -> None:
     assert (await model.complete(later)).message.content == "three"
     with pytest.raises(ScriptExhausted):
         await model.complete(ModelRequest(messages=later.messages, step=4))
+
+
+async def test_a_reaction_turn_is_computed_from_the_request() -> None:
+    model = ScriptedModel([lambda r: f"you said {r.messages[-1].content}"])
+    assert (await model.complete(request("hi"))).message.content == "you said hi"
