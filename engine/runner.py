@@ -203,7 +203,7 @@ class Runner:
         }
         if not records:
             update |= {"output": reply.content or "", "stop_reason": "answer"}
-        self.state = state.model_copy(update=update)
+        self.state = state.evolve(**update)
         await self._emit(
             ModelResponded(
                 **self._at(),
@@ -251,25 +251,28 @@ class Runner:
     async def _execute(self) -> None:
         runnable = [c for c in self.state.batch if c.status == "approved"]
         if runnable:
-            running = [c.model_copy(update={"status": "running"}) for c in runnable]
+            running = [c.evolve(status="running") for c in runnable]
             for record in running:  # intent first: from here on a crash is detectable
                 self.state = self.state.replace_call(record)
             await self._save()
-            async with asyncio.TaskGroup() as group:
-                for record in running:
-                    group.create_task(self._run_call(record))
+            if len(running) == 1:
+                await self._run_call(running[0])
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for record in running:
+                        group.create_task(self._run_call(record))
         batch = self.state.batch
         stop = self._stop_reason()
         update: dict[str, Any] = {
             "messages": (*self.state.messages, *(result_message(c) for c in batch)),
             "calls": (
                 *self.state.calls[: self.state.batch_start],
-                *(c.model_copy(update={"result": None}) for c in batch),
+                *(c.evolve(result=None) for c in batch),
             ),
         }
         if stop is not None:
             update["stop_reason"] = stop
-        self.state = self.state.model_copy(update=update)
+        self.state = self.state.evolve(**update)
         self._fire("tools_done", stop=stop, reason=stop)
         await self._save()
 
@@ -282,7 +285,7 @@ class Runner:
         if self.hooks is not None:
             replacement = await self.hooks.after_tool(finished, finished.result or "")
             if replacement is not None:
-                finished = finished.model_copy(update={"result": replacement})
+                finished = finished.evolve(result=replacement)
         self.state = self.state.replace_call(finished)
         await self._save()
         await self._emit(
@@ -350,7 +353,7 @@ class Runner:
     ) -> None:
         if self.state.state in FINAL:
             return
-        self.state = self.state.model_copy(update={"stop_reason": stop_reason, "error": error})
+        self.state = self.state.evolve(stop_reason=stop_reason, error=error)
         self._fire(event, reason=reason or stop_reason, actor=actor)
         await self._save()
 
@@ -383,12 +386,8 @@ class Runner:
             reason=reason,
             actor=actor,
         )
-        self.state = self.state.model_copy(
-            update={
-                "state": target,
-                "transitions": (*self.state.transitions, transition),
-                "updated_at": now,
-            }
+        self.state = self.state.evolve(
+            state=target, transitions=(*self.state.transitions, transition), updated_at=now
         )
         self._unannounced.append(transition)
 

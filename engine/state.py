@@ -129,4 +129,4 @@ class RunState(Frozen):
         start = self.batch_start
         index = start + next(i for i, c in enumerate(self.batch) if c.call_id == record.call_id)
         calls = (*self.calls[:index], record, *self.calls[index + 1 :])
-        return self.model_copy(update={"calls": calls})
+        return self.evolve(calls=calls)
