@@ -103,9 +103,8 @@ class Executor:
                 update["status"] = "approved"
             case "deny":
                 update["status"] = "denied"
-                update["result"] = (
-                    f"Denied: the reviewer did not allow this call. Reason: {decision.reason}"  # type: ignore[union-attr]
-                )
+                reason = decision.reason
+                update["result"] = f"Denied: the reviewer did not allow this call. Reason: {reason}"
             case "abort":
                 update["status"] = "denied"
                 update["result"] = f"Aborted: {decision.reason}"
