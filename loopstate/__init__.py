@@ -19,6 +19,7 @@ from loopstate.engine.errors import (
 )
 from loopstate.engine.events import Event
 from loopstate.engine.hooks import Hooks, compose, merge
+from loopstate.engine.litellm_model import LiteLLMModel
 from loopstate.engine.messages import (
     AssistantMessage,
     Message,
@@ -89,12 +90,3 @@ __all__ = [
     "merge",
     "tool",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # Until the adapter module lands everywhere, resolve it on first use.
-    if name == "LiteLLMModel":
-        from loopstate.engine.litellm_model import LiteLLMModel
-
-        return LiteLLMModel
-    raise AttributeError(name)
