@@ -1,0 +1,160 @@
+"""One contract, two stores: MemoryStore and SQLiteStore behave the same."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from support import make_tools
+
+from loopstate import Agent, MemoryStore, RunBusy, RunNotFound, ScriptedModel, StoreError
+from loopstate.engine.scripted import call, calls
+from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.state import RunState
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path):
+    return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "runs.db")
+
+
+def suspended_agent(store, script=None) -> tuple[Agent, object]:
+    counted, tools = make_tools()
+    script = script or [
+        calls(call("read_file", {"path": "a"}), call("write_file", {"path": "b", "content": "x"})),
+        "done",
+    ]
+    return Agent(ScriptedModel(script), tools, store=store, ids=lambda: "run-1"), counted
+
+
+async def test_a_saved_run_loads_back_equal(store) -> None:
+    agent, _ = suspended_agent(store)
+    result = await agent.run("go")
+    loaded = await store.load("run-1")
+    assert loaded.status == "awaiting_approval"
+    assert loaded.messages == result.messages
+    assert loaded.transitions == result.transitions
+    assert [c.status for c in loaded.batch] == ["approved", "awaiting"]
+
+
+async def test_loading_an_unknown_run_raises_run_not_found(store) -> None:
+    with pytest.raises(RunNotFound, match="no run 'ghost'"):
+        await store.load("ghost")
+
+
+async def test_a_live_lease_of_another_owner_makes_the_run_busy(store) -> None:
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    await store.acquire("run-1", owner="a", now=100.0, ttl=30.0)
+    with pytest.raises(RunBusy, match="run run-1 is busy"):
+        await store.acquire("run-1", owner="b", now=110.0, ttl=30.0)
+    state = await store.load("run-1")
+    with pytest.raises(RunBusy):
+        await store.save(state, first_message=len(state.messages),
+                         first_transition=len(state.transitions), owner="b", now=110.0, ttl=30)  # fmt: skip
+    # expired: another owner may take it; released: likewise
+    assert (await store.acquire("run-1", owner="b", now=131.0, ttl=30.0)).run_id == "run-1"
+    await store.release("run-1", owner="b")
+    assert (await store.acquire("run-1", owner="c", now=132.0, ttl=30.0)).run_id == "run-1"
+
+
+async def test_runs_are_listed_newest_first_and_filtered_by_status(store) -> None:
+    for run_id, script in (
+        ("r1", ["hi"]),
+        ("r2", [call("write_file", {"path": "p", "content": "c"})]),
+    ):
+        _, tools = make_tools()
+        await Agent(ScriptedModel(script), tools, store=store, ids=lambda r=run_id: r).run("go")
+    runs = await store.list_runs()
+    assert [r.run_id for r in runs] == ["r2", "r1"]
+    assert [r.run_id for r in await store.list_runs(status="awaiting_approval")] == ["r2"]
+    assert runs[0].pending == 1
+
+
+async def test_a_whole_run_resumes_from_the_store_with_nothing_run_twice(store) -> None:
+    agent, counted = suspended_agent(store)
+    suspended = await agent.run("go")
+    from loopstate import Approve
+
+    done = await agent.resume(suspended.run_id, {suspended.pending[0].call_id: Approve()})
+    assert done.status == "done"
+    assert counted == {"read_file": 1, "write_file": 1}
+    assert (await store.load("run-1")).messages == done.messages
+
+
+async def test_sqlite_stores_only_what_is_new_at_each_save(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    _, tools = make_tools()
+    script = [call("read_file", {"path": str(i)}) for i in range(10)] + ["done"]
+    await Agent(ScriptedModel(script), tools, store=store, ids=lambda: "r").run("go")
+    db = sqlite3.connect(tmp_path / "runs.db")
+    (messages,) = db.execute("SELECT count(*) FROM messages").fetchone()
+    (calls_,) = db.execute("SELECT count(*) FROM calls").fetchone()
+    assert (messages, calls_) == (1 + 10 * 2 + 1, 10)
+    assert db.execute("SELECT count(*) FROM transitions").fetchone()[0] == 22
+
+
+async def test_a_corrupt_message_row_is_a_clear_error_naming_the_run(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute('UPDATE messages SET body = \'{"role": "wizard"}\' WHERE idx = 1')
+    db.commit()
+    with pytest.raises(StoreError, match=r"run run-1: corrupt messages row 1"):
+        await SQLiteStore(tmp_path / "runs.db").load("run-1")
+
+
+async def test_a_half_written_json_header_is_a_clear_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("UPDATE runs SET header = substr(header, 1, 20)")
+    db.commit()
+    with pytest.raises(StoreError, match=r"run run-1: corrupt runs row header"):
+        await SQLiteStore(tmp_path / "runs.db").load("run-1")
+
+
+async def test_a_missing_message_row_is_detected(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("DELETE FROM messages WHERE idx = 0")
+    db.commit()
+    with pytest.raises(StoreError, match=r"run run-1: 1 message rows .* header says 2"):
+        await SQLiteStore(tmp_path / "runs.db").load("run-1")
+
+
+async def test_a_run_from_a_newer_loopstate_is_refused(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("UPDATE runs SET header = json_set(header, '$.schema_version', 99)")
+    db.commit()
+    with pytest.raises(StoreError, match="run run-1 was written by a newer loopstate"):
+        await SQLiteStore(tmp_path / "runs.db").load("run-1")
+
+
+async def test_a_store_file_from_a_newer_loopstate_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    with pytest.raises(StoreError, match="has store schema 7"):
+        await SQLiteStore(path).list_runs()
+
+
+async def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable loopstate store"):
+        await SQLiteStore(path).list_runs()
+
+
+def test_the_default_path_is_under_the_working_directory() -> None:
+    assert SQLiteStore().path == Path(".loopstate/runs.db")
+    assert isinstance(RunState(run_id="x"), RunState)
