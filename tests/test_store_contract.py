@@ -50,9 +50,9 @@ async def test_a_live_lease_of_another_owner_makes_the_run_busy(store) -> None:
     with pytest.raises(RunBusy, match="run run-1 is busy"):
         await store.acquire("run-1", owner="b", now=110.0, ttl=30.0)
     state = await store.load("run-1")
+    counts = {"first_message": len(state.messages), "first_transition": len(state.transitions)}
     with pytest.raises(RunBusy):
-        await store.save(state, first_message=len(state.messages),
-                         first_transition=len(state.transitions), owner="b", now=110.0, ttl=30)  # fmt: skip
+        await store.save(state, **counts, owner="b", now=110.0, ttl=30)
     # expired: another owner may take it; released: likewise
     assert (await store.acquire("run-1", owner="b", now=131.0, ttl=30.0)).run_id == "run-1"
     await store.release("run-1", owner="b")
