@@ -18,7 +18,8 @@ from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.result import RunResult
 from loopstate.engine.runner import FINAL, AgentMachine, RunConfig, Runner, StopCondition
 from loopstate.engine.state import RunState
-from loopstate.engine.store import DEFAULT_LEASE_S, MemoryStore, Store
+from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.store import DEFAULT_LEASE_S, Store
 from loopstate.engine.tool import Tool
 from loopstate.machines.agent_loop import AgentLoop
 from loopstate.tools.registry import ToolRegistry
@@ -33,7 +34,9 @@ class Agent:
     """A tool-calling agent whose loop is the `AgentLoop` machine.
 
     `model` is a litellm model name (e.g. `"openai/gpt-4o-mini"`) or a model object such as
-    `LiteLLMModel(...)` or `ScriptedModel([...])`. Without an `approver` (or when it leaves a
+    `LiteLLMModel(...)` or `ScriptedModel([...])`. Runs are kept in `store`: by default a
+    `SQLiteStore` at `.loopstate/runs.db` under the working directory (pass `MemoryStore()`
+    for runs that need not outlive the process). Without an `approver` (or when it leaves a
     call undecided), a run that reaches a gated call suspends: `run()` returns with
     `status == "awaiting_approval"` and `resume()` continues it, in any process that uses
     the same store.
@@ -69,7 +72,7 @@ class Agent:
         self.tools = ToolRegistry(tools)
         self._options["tools"] = tuple(self.tools)
         self.instructions = instructions
-        self.store: Store = store if store is not None else MemoryStore()
+        self.store: Store = store if store is not None else SQLiteStore()
         self.ids = ids
         self.clock = clock
         self._config = RunConfig(
