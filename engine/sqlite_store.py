@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
 from loopstate.engine.messages import Message
 from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
-from loopstate.engine.store import RunSummary, summarize
+from loopstate.engine.store import RunSummary, lease_is_live, summarize
 
 DEFAULT_PATH = Path(".loopstate") / "runs.db"
 DB_VERSION = 1
@@ -232,7 +232,7 @@ class SQLiteStore:
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.path}")
         holder, until = row
-        if holder is not None and holder != owner and until > now:
+        if lease_is_live(holder, until, owner=owner, now=now):
             raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
 
     def _append(

@@ -8,6 +8,9 @@ lease: a process that lost its lease cannot write (fencing).
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from typing import Protocol
 
 from loopstate.engine.data import Frozen
@@ -15,6 +18,28 @@ from loopstate.engine.errors import RunBusy, RunNotFound
 from loopstate.engine.state import RunState
 
 DEFAULT_LEASE_S = 60.0
+
+
+def lease_owner() -> str:
+    """A lease owner id for this process: `host:pid:random`."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lease_is_live(holder: str | None, until: float, *, owner: str, now: float) -> bool:
+    """Whether `holder`'s lease still excludes `owner`: it is someone else's, unexpired, and
+    its process is not known to be dead (same host, pid gone: a crash; no need to wait)."""
+    if holder is None or holder == owner or until <= now:
+        return False
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    return True
 
 
 class RunSummary(Frozen):
@@ -82,9 +107,9 @@ class MemoryStore:
         self._leases: dict[str, tuple[str, float]] = {}
 
     def _check_lease(self, run_id: str, owner: str, now: float) -> None:
-        holder = self._leases.get(run_id)
-        if holder is not None and holder[0] != owner and holder[1] > now:
-            raise RunBusy(f"run {run_id} is busy: another process holds it")
+        holder, until = self._leases.get(run_id, (None, 0.0))
+        if lease_is_live(holder, until, owner=owner, now=now):
+            raise RunBusy(f"run {run_id} is busy: {holder} holds it")
 
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         if state.run_id in self._runs:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,9 +15,9 @@ from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.result import RunResult
 from loopstate.engine.runner import FINAL, AgentMachine, RunConfig, Runner, StopCondition
-from loopstate.engine.state import RunState
 from loopstate.engine.sqlite_store import SQLiteStore
-from loopstate.engine.store import DEFAULT_LEASE_S, Store
+from loopstate.engine.state import RunState
+from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tool import Tool
 from loopstate.machines.agent_loop import AgentLoop
 from loopstate.tools.registry import ToolRegistry
@@ -104,8 +102,7 @@ class Agent:
         return Agent(options.pop("model"), options.pop("tools"), **options)
 
     def _runner_config(self) -> RunConfig:
-        owner = f"{socket.gethostname()}:{os.getpid()}:{self.ids()}"
-        return RunConfig(**{**vars(self._config), "owner": owner})
+        return RunConfig(**{**vars(self._config), "owner": lease_owner()})
 
     async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Start a run and drive it until it ends or suspends."""

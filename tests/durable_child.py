@@ -1,0 +1,170 @@
+"""A child process for the durability tests: runs or resumes one agent run, and may SIGKILL
+itself at a named boundary. Every model request and tool execution is appended to a log file,
+so the parent can count them across processes.
+
+usage: python durable_child.py DB WORKDIR (run|resume|abort) [--kill POINT] [--decide JSON]
+                               [--lease S] [--ask-again]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from loopstate import (
+    Abort,
+    Agent,
+    Approve,
+    CallRecord,
+    Deny,
+    Edit,
+    Event,
+    Hooks,
+    ModelRequest,
+    ModelResponse,
+    ScriptedModel,
+    Transition,
+    tool,
+)
+from loopstate.engine.scripted import call, calls
+from loopstate.engine.sqlite_store import SQLiteStore
+
+parser = argparse.ArgumentParser()
+parser.add_argument("db")
+parser.add_argument("workdir", type=Path)
+parser.add_argument("mode", choices=["run", "resume", "abort"])
+parser.add_argument("--kill", default="")
+parser.add_argument("--decide", default="")
+parser.add_argument("--lease", type=float, default=60.0)
+parser.add_argument("--ask-again", action="store_true")
+parser.add_argument("--hold", type=float, default=0.0, help="seconds `charge` blocks")
+args = parser.parse_args()
+LOG = args.workdir / "log.txt"
+
+
+def log(line: str) -> None:
+    with LOG.open("a") as f:
+        f.write(line + "\n")
+
+
+@tool(needs_approval=True)
+async def charge(amount: int) -> str:
+    """Charge a card: not idempotent."""
+    log(f"tool charge {amount}")
+    if args.kill == "during_tool":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if args.hold:
+        await asyncio.sleep(args.hold)
+    return f"charged {amount}"
+
+
+@tool(idempotent=True)
+def put(key: str) -> str:
+    """Store a key: idempotent."""
+    log(f"tool put {key}")
+    if args.kill == "during_idempotent":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"stored {key}"
+
+
+class Counted(ScriptedModel):
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        log(f"model {request.step}")
+        return await super().complete(request)
+
+
+def last_tool_results(request: ModelRequest) -> str:
+    results = [m.content for m in request.messages if m.role == "tool"]
+    return f"final after: {json.dumps(results)}"
+
+
+SCRIPT: list[Any] = [
+    calls(call("put", {"key": "k1"}), call("charge", {"amount": 5})),
+    call("put", {"key": "k2"}),
+    last_tool_results,
+]
+
+
+class Killer(Hooks):
+    """SIGKILLs this process at the boundary named by --kill."""
+
+    def _at(self, point: str) -> None:
+        if args.kill == point:
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def before_model(self, request: ModelRequest) -> None:
+        self._at(f"before_model_{request.step}")
+
+    async def after_model(self, request: ModelRequest, response: ModelResponse) -> None:
+        self._at(f"after_model_unsaved_{request.step}")
+
+    async def on_transition(self, transition: Transition) -> None:
+        # Runs right after the save that persisted the transition.
+        self._at(f"saved_{transition.source}_{transition.target}")
+
+    async def before_tool(self, call: CallRecord) -> None:
+        self._at(f"before_tool_{call.tool}")
+
+    async def after_tool(self, call: CallRecord, result: str) -> str | None:
+        self._at(f"after_tool_unsaved_{call.tool}")
+        return None
+
+    async def on_event(self, event: Event) -> None:
+        if event.kind == "tool_finished":
+            self._at(f"after_tool_saved_{event.tool}")
+
+
+async def approver(requests: list[Any]) -> dict[str, Any]:
+    if args.kill == "while_waiting":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {}  # decide nothing: the run suspends
+
+
+def decisions() -> dict[str, Any]:
+    kinds = {"approve": Approve, "deny": Deny, "edit": Edit, "abort": Abort}
+    out: dict[str, Any] = {}
+    for call_id, (kind, *rest) in json.loads(args.decide or "{}").items():
+        out[call_id] = kinds[kind](*rest)
+    return out
+
+
+async def main() -> None:
+    agent = Agent(
+        Counted(SCRIPT, by_step=True),
+        [charge, put],
+        store=SQLiteStore(args.db),
+        hooks=Killer(),
+        approver=approver if args.kill == "while_waiting" else None,
+        ids=lambda: "run-1",
+        lease_s=args.lease,
+        ask_again_after_crash=args.ask_again,
+    )
+    if args.mode == "run":
+        result = await agent.run("go")
+    elif args.mode == "abort":
+        result = await agent.abort("run-1", "changed my mind", actor="test")
+    else:
+        result = await agent.resume("run-1", decisions() or None, actor="test")
+    print(
+        json.dumps(
+            {
+                "status": result.status,
+                "output": result.output,
+                "stop_reason": result.stop_reason,
+                "pending": [p.call_id for p in result.pending],
+            }
+        )
+    )
+
+
+try:
+    asyncio.run(main())
+except Exception as exc:  # report loopstate errors to the parent as data
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
