@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -71,10 +72,8 @@ class Site(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/plain; charset=utf-8")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -103,7 +102,7 @@ async def test_web_fetch_gives_up_on_a_response_that_never_finishes(
     site: str, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    with pytest.raises(ToolError, match="did not answer within 0.5 s"):
+    with pytest.raises(ToolError, match=r"did not answer within 0\.5 s"):
         await invoke(web_fetch, tmp_path, url=f"{site}/hang", timeout=0.5)
     assert time.monotonic() - started < 2.5
 
@@ -118,5 +117,5 @@ async def test_web_fetch_reports_a_refused_connection(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(ToolError, match="fetching .* failed"):
+    with pytest.raises(ToolError, match=r"fetching .* failed"):
         await invoke(web_fetch, tmp_path, url=f"http://127.0.0.1:{port}/")
