@@ -162,14 +162,9 @@ class Agent:
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
-        config = self._runner_config()
-        state = await self.store.acquire(
-            run_id, owner=config.owner, now=self.clock(), ttl=config.lease_s
-        )
-        if state.state in FINAL:
-            await self.store.release(run_id, owner=config.owner)
-            raise RunNotResumable(f"run {run_id} has ended ({state.state})")
-        return await Runner(config, state).abort(reason, actor=actor)
+        from loopstate.machines.runs import abort_run
+
+        return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
 
     def _opening(self, prompt: str | Sequence[Message]) -> tuple[Message, ...]:
         system: tuple[Message, ...] = (

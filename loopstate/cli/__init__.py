@@ -9,7 +9,10 @@ from collections.abc import Sequence
 
 # Modules that add subcommands; each defines `register(subparsers) -> None` and sets
 # `func` on its parser (a callable taking the parsed namespace, returning an exit code).
-COMMANDS = ("loopstate.cli.demo",)
+COMMANDS = (
+    "loopstate.cli.demo",
+    "loopstate.cli.runs",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,142 @@
+"""`loopstate demo`: the scripted coding agent, asking for approval in this terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
+from loopstate.engine.hooks import Hooks
+from loopstate.engine.state import CallRecord, Transition
+
+Ask = Callable[[str], str]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="run the offline demo: a scripted coding agent with real tools",
+        description="A coding agent fixes a typo in a temporary workspace. The model's words "
+        "are scripted (no key, no network); the tools and approvals are real.",
+    )
+    parser.add_argument("--yes", action="store_true", help="approve every gated call")
+    parser.add_argument(
+        "--model", help="run a real model through litellm instead (e.g. openai/gpt-4o-mini)"
+    )
+    parser.add_argument(
+        "--suspend",
+        action="store_true",
+        help="ask nobody: suspend at the first gated call, to decide from another terminal",
+    )
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_demo(args, ask=input))
+
+
+async def _demo(args: argparse.Namespace, *, ask: Ask) -> int:
+    from loopstate import demo
+
+    if args.suspend:
+        workspace = demo.seed_workspace(demo.SUSPEND_WORKSPACE.resolve())
+        agent = demo.suspended_agent().clone(hooks=Narrator())
+        return _report(await agent.run(demo.TASK), suspended_hint=True)
+    with tempfile.TemporaryDirectory(prefix="loopstate-demo-") as tmp:
+        workspace = demo.seed_workspace(Path(tmp))
+        print(f"workspace: {workspace}")
+        approver = approve_everything if args.yes else terminal_approver(ask)
+        agent = demo.build_agent(workspace, model=args.model, approver=approver, hooks=Narrator())
+        result = await agent.run(demo.TASK)
+        print(f"notes.md now reads: {(workspace / 'notes.md').read_text()!r}")
+        return _report(result)
+
+
+def _report(result: Any, *, suspended_hint: bool = False) -> int:
+    print(f"\nstatus: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
+    if result.output:
+        print(f"answer: {result.output}")
+    if result.status == "awaiting_approval" and suspended_hint:
+        print(
+            "\nThe run is suspended in .loopstate/runs.db; this process can exit. From any shell:"
+        )
+        for p in result.pending:
+            print(f"  loopstate approve {result.run_id} {p.call_id}     # or deny/edit")
+        print(f"  loopstate resume {result.run_id} --agent loopstate.demo:suspended_agent")
+    return 0 if result.status in ("done", "awaiting_approval", "aborted") else 1
+
+
+async def approve_everything(requests: list[ApprovalRequest]) -> Mapping[str, Decision]:
+    for r in requests:
+        print(f"  auto-approving {r.tool}({_short(r.arguments)}) because of --yes")
+    return {r.call_id: Approve() for r in requests}
+
+
+def terminal_approver(ask: Ask) -> Callable[[list[ApprovalRequest]], Any]:
+    """Asks in the terminal for each gated call of a step: approve, deny, edit or abort."""
+
+    async def approver(requests: list[ApprovalRequest]) -> Mapping[str, Decision]:
+        decisions: dict[str, Decision] = {}
+        for r in requests:
+            decision = await asyncio.to_thread(_ask_one, ask, r)
+            decisions[r.call_id] = decision
+            if isinstance(decision, Abort):
+                break
+        return decisions
+
+    return approver
+
+
+def _ask_one(ask: Ask, request: ApprovalRequest) -> Decision:
+    print(f"\n  {request.tool} wants to run with {json.dumps(request.arguments, indent=2)}")
+    while True:
+        try:
+            choice = ask("  [a]pprove, [d]eny, [e]dit arguments, a[b]ort? ").strip().lower()
+            if choice in ("a", "approve", "y", "yes"):
+                return Approve()
+            if choice in ("d", "deny", "n", "no"):
+                return Deny(ask("  reason for the model: ").strip() or "denied")
+            if choice in ("e", "edit"):
+                edited = _ask_json(ask)
+                if edited is not None:
+                    return Edit(edited)
+            elif choice in ("b", "abort"):
+                return Abort(ask("  reason: ").strip() or "aborted from the terminal")
+        except EOFError:
+            return Abort("no answer: the terminal closed")
+
+
+def _ask_json(ask: Ask) -> dict[str, Any] | None:
+    text = ask("  new arguments as JSON: ")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        print(f"  not JSON ({exc.msg}); try again")
+        return None
+    if not isinstance(value, dict):
+        print("  arguments must be a JSON object; try again")
+        return None
+    return value
+
+
+class Narrator(Hooks):
+    """Prints each transition as it happens, and each tool's outcome."""
+
+    async def on_transition(self, transition: Transition) -> None:
+        print(f"  [{transition.seq:>2}] {transition.source} → {transition.target}")
+
+    async def after_tool(self, call: CallRecord, result: str) -> str | None:
+        args = _short(call.executed_arguments or {})
+        print(f"       {call.tool}({args}) → {call.status}: {_short(result)}")
+        return None
+
+
+def _short(value: object, limit: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    text = text.replace("\n", "⏎")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

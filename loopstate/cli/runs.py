@@ -1,0 +1,208 @@
+"""`loopstate runs list|show`, `approve`, `deny`, `edit`, `abort`, `resume`: stored runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import importlib
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from loopstate.engine.approval import Approve, Decision, Deny, Edit
+from loopstate.engine.errors import DefinitionError, LoopstateError
+from loopstate.engine.result import RunResult
+from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
+from loopstate.engine.state import RunState
+
+Command = Callable[[argparse.Namespace, SQLiteStore], Coroutine[Any, Any, int]]
+
+
+def register(subparsers: Any) -> None:
+    runs = subparsers.add_parser("runs", help="list and inspect stored runs")
+    which = runs.add_subparsers(dest="runs_command", required=True, metavar="SUBCOMMAND")
+    listing = _command(which, "list", _list, help="runs, most recently updated first")
+    listing.add_argument("--status", help="only runs with this status (e.g. awaiting_approval)")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    show = _command(which, "show", _show, help="one run: state, transitions, pending calls")
+    show.add_argument("run")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+
+    for name, helptext in (
+        ("approve", "approve a pending call"),
+        ("deny", "deny a pending call; the model sees the reason"),
+        ("edit", "run a pending call with other arguments"),
+    ):
+        parser = _command(subparsers, name, _decide, help=helptext)
+        parser.add_argument("run")
+        parser.add_argument("call")
+        parser.add_argument("--actor", default=f"cli:{_user()}", help="who decides (audit)")
+        if name == "deny":
+            parser.add_argument("--reason", required=True)
+        if name == "edit":
+            parser.add_argument("--args", required=True, help="the new arguments, a JSON object")
+    abort = _command(subparsers, "abort", _abort, help="end a suspended run: no further step")
+    abort.add_argument("run")
+    abort.add_argument("--reason", required=True)
+    abort.add_argument("--actor", default=f"cli:{_user()}")
+    resume = _command(
+        subparsers, "resume", _resume, help="continue a run with its recorded decisions"
+    )
+    resume.add_argument("run")
+    resume.add_argument(
+        "--agent", required=True, help="module:attr of the Agent (or a function returning it)"
+    )
+
+
+def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
+    parser = subparsers.add_parser(name, **kwargs)
+    parser.add_argument("--db", default=str(DEFAULT_PATH), help="the SQLite store (%(default)s)")
+    parser.set_defaults(func=lambda args: _main(run, args))
+    return parser
+
+
+def _main(run: Command, args: argparse.Namespace) -> int:
+    store = SQLiteStore(args.db)
+    try:
+        return asyncio.run(run(args, store))
+    except LoopstateError as exc:
+        print(f"loopstate {args.command}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+
+
+async def _list(args: argparse.Namespace, store: SQLiteStore) -> int:
+    runs = await store.list_runs(status=args.status)
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
+        return 0
+    if not runs:
+        print("no runs")
+    for r in runs:
+        pending = f"  {r.pending} pending" if r.pending else ""
+        print(f"{r.run_id}  {r.status:<17} {r.state:<17} steps {r.steps}{pending}")
+    return 0
+
+
+async def _show(args: argparse.Namespace, store: SQLiteStore) -> int:
+    state = await store.load(args.run)
+    if args.json:
+        print(json.dumps(_summary(state), indent=2))
+        return 0
+    s = _summary(state)
+    print(f"run {state.run_id} ({state.machine}): {state.status}, state {state.state}")
+    if state.stop_reason or state.error:
+        print(f"  stop reason: {state.stop_reason}  error: {state.error}")
+    print(f"  history: {s['history']}; steps {state.steps}; usage {s['usage']}")
+    print("transitions:")
+    for t in state.transitions:
+        who = f" by {t.actor}" if t.actor else ""
+        why = f" ({t.reason})" if t.reason else ""
+        print(f"  {t.seq:>3} {t.source} → {t.target} [{t.event}]{who}{why}")
+    if state.pending:
+        print("pending approvals:")
+        queued = {q.call_id: q for q in state.inbox}
+        for p in state.pending:
+            mark = f"  (decided: {queued[p.call_id].decision.kind})" if p.call_id in queued else ""
+            print(f"  {p.call_id}  {p.tool} {json.dumps(p.arguments)}{mark}")
+    if state.output:
+        print(f"output: {state.output}")
+    return 0
+
+
+def _summary(state: RunState) -> dict[str, Any]:
+    return {
+        "run_id": state.run_id,
+        "machine": state.machine,
+        "status": state.status,
+        "state": state.state,
+        "steps": state.steps,
+        "stop_reason": state.stop_reason,
+        "error": state.error,
+        "output": state.output,
+        "usage": state.usage.model_dump(),
+        "history": dict(Counter(m.role for m in state.messages)),
+        "transitions": [t.model_dump(mode="json") for t in state.transitions],
+        "pending": [p.model_dump(mode="json") for p in state.pending],
+        "queued_decisions": [q.model_dump(mode="json") for q in state.inbox],
+    }
+
+
+async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
+    from loopstate.machines.runs import queue_decision
+
+    decision: Decision
+    if args.command == "approve":
+        decision = Approve()
+    elif args.command == "deny":
+        decision = Deny(args.reason)
+    else:
+        decision = Edit(_json_object(args.args))
+    await queue_decision(store, args.run, args.call, decision, actor=args.actor)
+    print(f"{args.command} recorded for {args.call} of run {args.run}; it applies at resume")
+    return 0
+
+
+async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
+    from loopstate.machines.runs import abort_run
+
+    result = await abort_run(store, args.run, args.reason, actor=args.actor)
+    print(f"run {result.run_id}: {result.status} ({result.stop_reason})")
+    return 0
+
+
+async def _resume(args: argparse.Namespace, store: SQLiteStore) -> int:
+
+    agent = _load_agent(args.agent)
+    result = await agent.clone(store=store).resume(args.run, actor=f"cli:{_user()}")
+    _print_result(result)
+    return 0 if result.status != "failed" else 1
+
+
+def _print_result(result: RunResult) -> None:
+    for t in result.transitions:
+        print(f"  [{t.seq:>2}] {t.source} → {t.target}")
+    print(f"status: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
+    for p in result.pending:
+        print(f"  pending: {p.call_id} {p.tool} {json.dumps(p.arguments)}")
+    if result.output:
+        print(f"answer: {result.output}")
+
+
+def _load_agent(spec: str) -> Any:
+    from loopstate.machines.agent import Agent
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise DefinitionError(f"--agent takes module:attr, not {spec!r}")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise DefinitionError(f"cannot load the agent {spec}: {exc}") from None
+    agent = target() if callable(target) and not isinstance(target, Agent) else target
+    if not isinstance(agent, Agent):
+        raise DefinitionError(f"{spec} is not an Agent (nor a function returning one)")
+    return agent
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DefinitionError(
+            f"--args is not valid JSON: {exc.msg} at position {exc.pos}"
+        ) from None
+    if not isinstance(value, dict):
+        raise DefinitionError("--args must be a JSON object")
+    return value
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

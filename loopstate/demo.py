@@ -1,0 +1,71 @@
+"""The demo scenario: a scripted coding agent fixing a typo in a small workspace.
+
+It uses the built-in workspace tools for real (listing, reading, and writing a file, which
+needs approval); only the model's words are scripted. `suspended_agent()` builds the same
+agent over the SQLite store for the suspend-and-resume walk-through.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loopstate.engine.messages import AssistantMessage
+from loopstate.engine.model import ModelRequest
+from loopstate.engine.scripted import ScriptedModel, call
+from loopstate.engine.store import Store
+from loopstate.machines.agent import Agent
+from loopstate.tools.builtin import list_dir, read, write
+
+TASK = "Fix the typo in notes.md."
+INSTRUCTIONS = "You maintain a small project. Use the tools; ask before changing files."
+NOTES = "# Notes\n\nThe agent loop is drivn by a state machine.\n"
+FIXED = "# Notes\n\nThe agent loop is driven by a state machine.\n"
+SUSPEND_WORKSPACE = Path(".loopstate/demo-workspace")
+
+
+def seed_workspace(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "notes.md").write_text(NOTES)
+    (root / "app.py").write_text('print("hello")\n')
+    return root
+
+
+def final_answer(request: ModelRequest) -> AssistantMessage:
+    """The scripted model's last turn reads what happened to its write, like a model would."""
+    outcome = request.messages[-1].content or ""
+    if outcome.startswith("Denied"):
+        reason = outcome.partition("Reason: ")[2] or "no reason given"
+        return AssistantMessage(content=f"I left notes.md unchanged: the reviewer said {reason!r}.")
+    if "edited the arguments" in outcome:
+        return AssistantMessage(content="notes.md now has the reviewer's edited version.")
+    return AssistantMessage(content="Fixed the typo in notes.md: 'drivn' → 'driven'.")
+
+
+def scripted_model() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            call("list_dir", {"path": "."}),
+            call("read", {"path": "notes.md"}),
+            call("write", {"path": "notes.md", "content": FIXED}),
+            final_answer,
+        ],
+        name="demo-script",
+        by_step=True,
+    )
+
+
+def build_agent(workspace: Path, *, model: str | None = None, **options: object) -> Agent:
+    return Agent(
+        model or scripted_model(),
+        [list_dir, read, write],
+        instructions=INSTRUCTIONS,
+        workspace=workspace,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def suspended_agent(store: Store | None = None) -> Agent:
+    """The agent `loopstate demo --suspend` starts, rebuilt for `loopstate resume`."""
+    from loopstate.engine.sqlite_store import SQLiteStore
+
+    return build_agent(SUSPEND_WORKSPACE.resolve(), store=store or SQLiteStore())
