@@ -125,6 +125,7 @@ class Runner:
         self._saved_transitions = len(state.transitions)
         self._definitions = tuple(t.definition for t in config.tools.values())
         self._unannounced: list[Transition] = []
+        self._unsaved_results = 0
         self._steps: dict[str, Callable[[], Awaitable[_Suspend | None]]] = {
             "idle": self._start,
             "thinking": self._think,
@@ -218,6 +219,7 @@ class Runner:
                 await self._approval_event(record, "auto")
         gated = sum(r.status == "awaiting" for r in records)
         self._fire("replied", calls=len(records), gated=gated)
+        self._mark_running()
         await self._save()
 
     async def _await_decisions(self) -> _Suspend | None:
@@ -245,22 +247,32 @@ class Runner:
             await self._save()
             return SUSPEND
         self._fire("decided", actor=self._last_actor())
+        self._mark_running()
         await self._save()
         return None
 
+    def _mark_running(self) -> None:
+        """Record the intent to run every approved call of the batch. It is saved with the
+        transition into `executing_tool`, before any of them starts: from then on a crash is
+        detectable, and `recover` decides what happens to a call that may have run."""
+        if self.state.state != "executing_tool":
+            return
+        for record in self.state.batch:
+            if record.status == "approved":
+                self.state = self.state.replace_call(record.evolve(status="running"))
+
     async def _execute(self) -> None:
-        runnable = [c for c in self.state.batch if c.status == "approved"]
-        if runnable:
-            running = [c.evolve(status="running") for c in runnable]
-            for record in running:  # intent first: from here on a crash is detectable
-                self.state = self.state.replace_call(record)
+        if any(c.status == "approved" for c in self.state.batch):
+            self._mark_running()  # entered by resume or re-approval: intent not yet saved
             await self._save()
-            if len(running) == 1:
-                await self._run_call(running[0])
-            else:
-                async with asyncio.TaskGroup() as group:
-                    for record in running:
-                        group.create_task(self._run_call(record))
+        running = [c for c in self.state.batch if c.status == "running"]
+        self._unsaved_results = len(running)
+        if len(running) == 1:
+            await self._run_call(running[0])
+        elif running:
+            async with asyncio.TaskGroup() as group:
+                for record in running:
+                    group.create_task(self._run_call(record))
         batch = self.state.batch
         stop = self._stop_reason()
         update: dict[str, Any] = {
@@ -287,7 +299,9 @@ class Runner:
             if replacement is not None:
                 finished = finished.evolve(result=replacement)
         self.state = self.state.replace_call(finished)
-        await self._save()
+        self._unsaved_results -= 1
+        if self._unsaved_results:  # the last result is saved with the batch's closing commit
+            await self._save()
         await self._emit(
             ToolFinished(
                 **self._at(),

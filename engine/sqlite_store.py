@@ -42,11 +42,11 @@ CREATE TABLE IF NOT EXISTS runs (
     lease_owner TEXT,
     lease_until REAL NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, updated_at);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status);
 CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT NOT NULL, idx INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (run_id, idx)
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS transitions (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (run_id, seq)
@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS transitions (
 CREATE TABLE IF NOT EXISTS calls (
     run_id TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (run_id, position)
-) WITHOUT ROWID;
+);
 """
 
 _SPLIT = {"messages", "transitions", "calls"}
@@ -104,15 +104,20 @@ class SQLiteStore:
         now: float,
         ttl: float,
     ) -> None:
+        update = (
+            "UPDATE runs SET machine = ?, state = ?, status = ?, steps = ?, pending = ?, "
+            "created_at = ?, updated_at = ?, stop_reason = ?, header = ?, "
+            "lease_owner = ?, lease_until = ? WHERE run_id = ?"
+        )
+        values = (*_summary_columns(state)[1:], _header(state), owner, now + ttl, state.run_id)
         with self._transaction() as db:
-            self._check_lease(db, state.run_id, owner, now)
+            # Fast path: the lease is ours, free or expired. Otherwise the full check decides
+            # (it may find the holder's process dead) and raises if the run is busy.
+            fenced = f"{update} AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)"
+            if db.execute(fenced, (*values, owner, now)).rowcount == 0:
+                self._check_lease(db, state.run_id, owner, now)
+                db.execute(update, values)
             self._append(db, state, first_message, first_transition)
-            db.execute(
-                "UPDATE runs SET machine = ?, state = ?, status = ?, steps = ?, pending = ?, "
-                "created_at = ?, updated_at = ?, stop_reason = ?, header = ?, "
-                "lease_owner = ?, lease_until = ? WHERE run_id = ?",
-                (*_summary_columns(state)[1:], _header(state), owner, now + ttl, state.run_id),
-            )
 
     async def load(self, run_id: str) -> RunState:
         db = self._connect()

@@ -109,6 +109,9 @@ class Killer(Hooks):
         # Runs right after the save that persisted the transition.
         self._at(f"saved_{transition.source}_{transition.target}")
 
+    async def on_approval_decided(self, call: CallRecord) -> None:
+        self._at("decided_unsaved")
+
     async def before_tool(self, call: CallRecord) -> None:
         self._at(f"before_tool_{call.tool}")
 

@@ -126,21 +126,22 @@ def test_a_kill_while_waiting_for_a_decision_loses_nothing(h: Harness) -> None:
 
 
 @pytest.mark.parametrize(
-    ("point", "charges", "told"),
+    ("point", "decide_again", "charges", "told"),
     [
-        # decided and saved, no intent yet: the call simply runs on resume
-        ("saved_awaiting_approval_executing_tool", 1, "charged 5"),
-        # intent saved, killed before the call started: from the outside this cannot be told
-        # apart from a call that started, so it is reported, not silently run
-        ("before_tool_charge", 0, "interrupted, outcome unknown"),
+        # the decision was not saved yet: the run is still waiting for it
+        ("decided_unsaved", True, 1, "charged 5"),
+        # decision and intent are saved in one commit, before the call starts: from then on
+        # a crash cannot be told apart from one during the call, so it is reported, not rerun
+        ("saved_awaiting_approval_executing_tool", False, 0, "interrupted, outcome unknown"),
+        ("before_tool_charge", False, 0, "interrupted, outcome unknown"),
     ],
 )
 def test_a_kill_before_a_tool_ran_never_runs_it_twice(
-    h: Harness, point: str, charges: int, told: str
+    h: Harness, point: str, decide_again: bool, charges: int, told: str
 ) -> None:
     h.child("run")
     h.killed("resume", point, "--decide", APPROVE)
-    done = h.child("resume")
+    done = h.child("resume", *(["--decide", APPROVE] if decide_again else []))
     assert done["status"] == "done"
     assert h.log()["tool charge 5"] == charges
     assert told in str(done["output"])
