@@ -1,0 +1,54 @@
+"""The README's first commands and its example are true."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from model_server import serve, text_reply, tool_call_reply
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+def test_the_readme_starts_with_the_two_setup_commands() -> None:
+    first_block = re.search(r"```bash\n(.*?)```", README, re.S)
+    assert first_block is not None
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert commands == ["bash scripts/demo --yes", "bash scripts/test"]
+    assert README.index("```bash") < README.index("## Example")
+    assert ".venv/bin/python -m pytest" in (Path(__file__).parent.parent / "scripts/test").read_text()
+
+
+def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) -> None:
+    example = python_blocks()[0]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/index.md").write_text("Helo\n")
+    with serve(
+        tool_call_reply(("c1", "read_file", {"path": "docs/index.md"})),
+        tool_call_reply(
+            ("c2", "write_file", {"path": "docs/index.md", "content": "Hello\n"}),
+            ("c3", "write_file", {"path": "README.md", "content": "nope"}),
+        ),
+        text_reply("Fixed the typo."),
+    ) as server:
+        env = {**os.environ, "OPENAI_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test"}
+        out = subprocess.run(
+            [sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "done Fixed the typo."
+    assert lines[1:4] == ["1 idle → thinking start", "2 thinking → executing_tool replied",
+                          "3 executing_tool → thinking tools_done"]  # fmt: skip
+    assert (tmp_path / "docs/index.md").read_text() == "Hello\n"
+    assert not (tmp_path / "README.md").exists()  # denied: docs/ only
+    third = server.requests[2].body["messages"]
+    assert "docs/ only" in third[-1]["content"]
