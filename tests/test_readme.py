@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -23,7 +24,29 @@ def test_the_readme_starts_with_the_two_setup_commands() -> None:
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
     assert commands == ["bash scripts/demo --yes", "bash scripts/test"]
     assert README.index("```bash") < README.index("## Example")
-    assert ".venv/bin/python -m pytest" in (Path(__file__).parent.parent / "scripts/test").read_text()
+    assert (
+        ".venv/bin/python -m pytest" in (Path(__file__).parent.parent / "scripts/test").read_text()
+    )
+
+
+RUN_BLOCKS = """
+import ast, asyncio, json, sys
+namespace = {"__name__": "__main__"}
+for block in json.load(sys.stdin):
+    code = compile(block, "<README>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)
+    if asyncio.iscoroutine(result):
+        asyncio.run(result)
+"""
+
+
+def run_blocks(
+    blocks: list[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", RUN_BLOCKS], input=json.dumps(blocks), cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
 
 
 def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) -> None:
@@ -39,10 +62,7 @@ def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) 
         text_reply("Fixed the typo."),
     ) as server:
         env = {**os.environ, "OPENAI_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test"}
-        out = subprocess.run(
-            [sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True,
-            text=True, timeout=120,
-        )  # fmt: skip
+        out = run_blocks([example], tmp_path, env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "done Fixed the typo."
@@ -52,3 +72,21 @@ def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) 
     assert not (tmp_path / "README.md").exists()  # denied: docs/ only
     third = server.requests[2].body["messages"]
     assert "docs/ only" in third[-1]["content"]
+
+
+def test_every_python_block_of_the_readme_runs_in_order(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/index.md").write_text("Helo\n")
+    with serve(
+        tool_call_reply(("c1", "write_file", {"path": "docs/index.md", "content": "Hello\n"})),
+        text_reply("Fixed."),
+        tool_call_reply(("c2", "write_file", {"path": "README.md", "content": "# New\n"})),
+        text_reply("Rewritten."),
+    ) as server:
+        env = {**os.environ, "OPENAI_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test"}
+        out = run_blocks(python_blocks(), tmp_path, env)
+    assert out.returncode == 0, out.stderr
+    assert len(python_blocks()) >= 3
+    assert "c2 write_file {'path': 'README.md', 'content': '# New\\n'}" in out.stdout
+    assert (tmp_path / "README.md").read_text() == "# New\n"  # approved on resume
+    assert len(server.requests) == 4
