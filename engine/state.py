@@ -28,7 +28,9 @@ CallStatus = Literal[
     "interrupted",  # was running when its process died; outcome unknown
 ]
 
-RunStatus = Literal["running", "awaiting_approval", "done", "failed", "aborted"]
+_ENDED = ("done", "failed", "aborted")
+
+RunStatus = Literal["running", "awaiting_approval", "awaiting_input", "done", "failed", "aborted"]
 
 
 class CallRecord(Frozen):
@@ -109,6 +111,16 @@ class RunState(Frozen):
     inbox: tuple[QueuedDecision, ...] = ()
     """Decisions recorded while suspended, not yet applied."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    phase: str | None = None
+    """A flow run's phase (the state of its flow machine); None for a plain agent run, whose
+    `state` is all there is. In a flow run, `state` is the agent loop's state in the phase,
+    or `awaiting_input` while the phase waits for the user's next message."""
+    data: dict[str, Any] = Field(default_factory=dict)
+    """What a flow has collected so far (JSON values): tool results and structured outputs."""
+    phase_step: int = 0
+    """`steps` when the current phase was entered (a phase's step budget counts from here)."""
+    folded_calls: int = 0
+    """Calls before this index have been folded into `data`."""
 
     @property
     def batch(self) -> tuple[CallRecord, ...]:
@@ -116,7 +128,9 @@ class RunState(Frozen):
 
     @property
     def status(self) -> RunStatus:
-        if self.state in ("done", "failed", "aborted", "awaiting_approval"):
+        if self.phase is not None and self.state in _ENDED and self.phase not in _ENDED:
+            return "running"  # a flow between phases: its phase's loop ended, the flow has not
+        if self.state in _ENDED or self.state in ("awaiting_approval", "awaiting_input"):
             return self.state  # type: ignore[return-value]
         return "running"
 
