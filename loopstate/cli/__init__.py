@@ -11,6 +11,7 @@ from collections.abc import Sequence
 # `func` on its parser (a callable taking the parsed namespace, returning an exit code).
 COMMANDS = (
     "loopstate.cli.demo",
+    "loopstate.cli.diagram",
     "loopstate.cli.runs",
 )
 

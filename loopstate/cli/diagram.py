@@ -1,0 +1,104 @@
+"""`loopstate diagram`: draw a machine (or a stored run on its machine) as Mermaid, DOT or SVG."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
+from loopstate.engine.errors import DefinitionError, LoopstateError
+from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diagram",
+        help="draw a machine, or a stored run on its machine",
+        description="TARGET is a shipped machine's name (agent, ...) or module:Class.",
+    )
+    parser.add_argument("target", nargs="?", help="machine name or module:Class")
+    parser.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
+    parser.add_argument("--run", help="draw this stored run on its machine")
+    parser.add_argument("--db", default=str(DEFAULT_PATH), help="the store for --run")
+    parser.add_argument("-o", "--output", help="write here instead of stdout")
+    parser.add_argument("--all", metavar="DIR", help="regenerate Mermaid and SVG of every machine")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.all:
+            for path in write_all(Path(args.all)):
+                print(f"wrote {path}")
+            return 0
+        data = draw(args)
+    except LoopstateError as exc:
+        print(f"loopstate diagram: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        Path(args.output).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
+    return 0
+
+
+def draw(args: argparse.Namespace) -> bytes:
+    overlay = None
+    target = args.target
+    if args.run:
+        state = asyncio.run(_load(args.db, args.run))
+        target = target or state.machine
+        overlay = overlay_of(state.transitions, state.state)
+    if not target:
+        raise DefinitionError("name a machine (e.g. agent) or pass --run")
+    graph = graph_of(machine_class(target))
+    if args.format == "mermaid":
+        return to_mermaid(graph, overlay).encode()
+    dot = to_dot(graph, overlay)
+    return dot.encode() if args.format == "dot" else render(dot, args.format)
+
+
+def write_all(directory: Path) -> list[Path]:
+    from loopstate.machines import SHIPPED
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, machine in sorted(SHIPPED.items()):
+        graph = graph_of(machine)
+        for suffix, data in (
+            ("mmd", to_mermaid(graph).encode()),
+            ("svg", render(to_dot(graph), "svg")),
+        ):
+            path = directory / f"{name}.{suffix}"
+            path.write_bytes(data)
+            written.append(path)
+    return written
+
+
+def machine_class(target: str) -> Any:
+    from loopstate.machines import SHIPPED
+
+    if target in SHIPPED:
+        return SHIPPED[target]
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        known = ", ".join(sorted(SHIPPED))
+        raise DefinitionError(
+            f"no shipped machine {target!r} (known: {known}); or use module:Class"
+        )
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise DefinitionError(f"cannot load {target}: {exc}") from None
+
+
+async def _load(db: str, run_id: str) -> Any:
+    store = SQLiteStore(db)
+    try:
+        return await store.load(run_id)
+    finally:
+        store.close()
