@@ -58,9 +58,16 @@ class Tool:
     idempotent: bool = False
     is_async: bool = False
     max_result_chars: int = 20_000
+    parameters: dict[str, Any] | None = None
+    """A JSON schema to show the model instead of the one derived from `args_model`
+    (replay's stand-in tools carry the recorded schema this way)."""
 
     @cached_property
     def definition(self) -> ToolDefinition:
+        if self.parameters is not None:
+            return ToolDefinition(
+                name=self.name, description=self.description, parameters=self.parameters
+            )
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return ToolDefinition(name=self.name, description=self.description, parameters=schema)

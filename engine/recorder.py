@@ -1,0 +1,95 @@
+"""`Recorder`: a hook that appends a run to a cassette as it happens.
+
+Each record is appended and flushed at once, so a run that suspends in one process and
+resumes in another is recorded whole when both use a Recorder on the same file. Put it last
+among a run's hooks: it records tool results as the model will see them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loopstate.engine.cassette import FORMAT, VERSION, digest, dumps, request_record, safe_settings
+from loopstate.engine.events import Event
+from loopstate.engine.hooks import Hooks
+from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.state import CallRecord, RunState, Transition
+
+
+class Recorder(Hooks):
+    def __init__(self, path: str | Path, *, model: Any = None) -> None:
+        self.path = Path(path)
+        self._model = model
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        with self.path.open("a", encoding="utf-8") as f:
+            if fresh:
+                f.write(dumps(self._header()) + "\n")
+            f.write(dumps(record) + "\n")
+
+    def _header(self) -> dict[str, Any]:
+        settings = getattr(self._model, "settings", None)
+        return {
+            "kind": "header",
+            "format": FORMAT,
+            "version": VERSION,
+            "model": getattr(self._model, "name", None),
+            "settings": safe_settings(settings) if isinstance(settings, dict) else {},
+        }
+
+    async def on_run_start(self, run: RunState) -> None:
+        self._write({"kind": "run", "run_id": run.run_id, "machine": run.machine,
+                     "state": run.state})  # fmt: skip
+
+    async def after_model(self, request: ModelRequest, response: ModelResponse) -> None:
+        shown = request_record(request)
+        self._write(
+            {
+                "kind": "model",
+                "step": request.step,
+                "digest": digest(shown),
+                "request": shown,
+                "response": response.model_dump(mode="json", exclude_none=True),
+            }
+        )
+
+    async def on_approval_decided(self, call: CallRecord) -> None:
+        assert call.decision is not None
+        self._write(
+            {
+                "kind": "decision",
+                "call_id": call.call_id,
+                "tool": call.tool,
+                "arguments": call.arguments,
+                "decision": call.decision.model_dump(mode="json", exclude_none=True),
+                "actor": call.decided_by,
+            }
+        )
+
+    async def on_event(self, event: Event) -> None:
+        if event.kind == "tool_approval" and event.outcome == "auto":
+            self._write({"kind": "decision", "call_id": event.call_id, "tool": event.tool,
+                         "decision": {"kind": "auto"}, "actor": event.actor})  # fmt: skip
+
+    async def after_tool(self, call: CallRecord, result: str) -> str | None:
+        self._write(
+            {
+                "kind": "tool",
+                "call_id": call.call_id,
+                "tool": call.tool,
+                "arguments": call.executed_arguments,
+                "status": call.status,
+                "result": result,
+            }
+        )
+        return None
+
+    async def on_transition(self, transition: Transition) -> None:
+        self._write({"kind": "transition", **transition.model_dump(mode="json", exclude_none=True)})
+
+    async def on_run_end(self, run: RunState) -> None:
+        self._write({"kind": "outcome", "status": run.status, "output": run.output,
+                     "stop_reason": run.stop_reason, "error": run.error})  # fmt: skip

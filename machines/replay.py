@@ -1,0 +1,85 @@
+"""`replay`: run an agent against a cassette and check it does what was recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from loopstate.engine.cassette import Cassette
+from loopstate.engine.messages import Message, SystemMessage
+from loopstate.engine.replay import (
+    ReplayDivergence,
+    ReplayModel,
+    load,
+    recorded_approver,
+    stand_in_tools,
+)
+from loopstate.engine.result import RunResult
+from loopstate.engine.store import MemoryStore
+from loopstate.machines.agent import Agent
+
+
+async def replay(
+    cassette: Cassette | str | Path, agent: Agent | None = None, *, live_tools: bool = False
+) -> RunResult:
+    """Replay `cassette` with no network: recorded model turns, recorded tool results (or the
+    agent's real tools with `live_tools=True`), recorded decisions. Raises `ReplayDivergence`
+    at the first request, transition or outcome that differs from the recording.
+
+    Without an `agent`, the run is rebuilt from the cassette alone (its recorded tool schemas
+    and instructions); with one, its instructions, tools and machine are checked against it.
+    """
+    tape = load(cassette)
+    model = ReplayModel(tape)
+    turns = tape.model_turns()
+    if not turns:
+        raise ReplayDivergence(0, "the cassette has no model turns")
+    opening = _opening(turns[min(turns)]["request"]["messages"], keep_system=agent is None)
+    base = agent or Agent(model)
+    real = list(base.tools) if agent is not None else None
+    outcome = tape.outcome() or {}
+    runs = tape.of_kind("run")
+    run_id = runs[0]["run_id"] if runs else "replay"
+    replaying = base.clone(
+        model=model,
+        tools=real if live_tools and real is not None else stand_in_tools(tape, real),
+        ids=lambda: run_id,  # the recorded id: tools that use it see what they saw
+        approver=recorded_approver(tape),
+        store=MemoryStore(),
+        hooks=None,
+        auto_approve=False,
+        max_steps=len(turns) if outcome.get("stop_reason") == "max_steps" else 10**6,
+    )
+    result = await replaying.run(opening)
+    if model.divergence is not None:
+        raise model.divergence
+    _check(tape, result)
+    return result
+
+
+def replay_sync(
+    cassette: Cassette | str | Path, agent: Agent | None = None, *, live_tools: bool = False
+) -> RunResult:
+    return asyncio.run(replay(cassette, agent, live_tools=live_tools))
+
+
+def _opening(messages: list[dict[str, Any]], *, keep_system: bool) -> list[Message]:
+    from pydantic import TypeAdapter
+
+    parsed = TypeAdapter(list[Message]).validate_python(messages)
+    return [m for m in parsed if keep_system or not isinstance(m, SystemMessage)]
+
+
+def _check(tape: Cassette, result: RunResult) -> None:
+    recorded = [(t["source"], t["target"], t["event"]) for t in tape.of_kind("transition")]
+    replayed = [(t.source, t.target, t.event) for t in result.transitions]
+    if recorded and recorded != replayed:
+        raise ReplayDivergence(result.steps, "the transitions differ", recorded, replayed)
+    outcome = tape.outcome()
+    if outcome is not None:
+        expected = {k: outcome.get(k) for k in ("status", "output", "stop_reason")}
+        actual = {"status": result.status, "output": result.output,
+                  "stop_reason": result.stop_reason}  # fmt: skip
+        if expected != actual:
+            raise ReplayDivergence(result.steps, "the outcome differs", expected, actual)
