@@ -1,0 +1,205 @@
+"""`Flow`: a flow machine, its phases and its ports, behind `run`, `resume` and `abort`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from statemachine import StateChart
+
+from loopstate.engine.approval import Approver, Decision
+from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.errors import DefinitionError, RunNotResumable
+from loopstate.engine.events import RunResumed, RunStarted
+from loopstate.engine.hooks import HookChain, Hooks
+from loopstate.engine.messages import UserMessage
+from loopstate.engine.model import Model
+from loopstate.engine.state import RunState
+from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.machines.flows.driver import FlowConfig, FlowDriver
+from loopstate.machines.flows.machine import FINAL, check_machine
+from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
+from loopstate.machines.flows.result import FlowResult
+
+_LOOP_STATES = ("thinking", "awaiting_approval", "executing_tool")
+
+
+class Flow:
+    """A multi-phase run: `machine` (a `FlowMachine` subclass) owns the phases and the gates
+    between them; `phases` says what each phase asks of its model.
+
+    Models are routed per phase: `models[phase]`, else the phase's own `model`, else
+    `models["default"]`, else `model`. A name is a litellm model name; a `Model` is used as is.
+    Runs are kept in `store` (default: `SQLiteStore` at `.loopstate/runs.db`) and resume in any
+    process that uses the same store: after approvals with `decisions=`, after a pause for the
+    user with `message=`.
+    """
+
+    def __init__(
+        self,
+        machine: type[StateChart[Any]],
+        phases: Mapping[str, Phase],
+        *,
+        name: str | None = None,
+        model: str | Model | None = None,
+        models: Mapping[str, str | Model] | None = None,
+        approver: Approver | None = None,
+        auto_approve: bool = False,
+        hooks: Hooks | Sequence[Hooks] | None = None,
+        store: Store | None = None,
+        workspace: str | Path | None = None,
+        deps: Any = None,
+        ask_again_after_crash: bool = False,
+        clock: Clock = system_clock,
+        ids: IdSource = random_ids,
+        lease_s: float = DEFAULT_LEASE_S,
+        log: Any = None,
+    ) -> None:
+        self.initial = check_machine(machine, phases)
+        routes = dict(models or {})
+        unknown = set(routes) - set(phases) - {"default"}
+        if unknown:
+            raise DefinitionError(f"models for phases that do not exist: {sorted(unknown)}")
+        self.machine = machine
+        self.name = name or machine.__name__.lower()
+        self.phases = {
+            phase_name: BoundPhase.build(
+                phase_name,
+                spec,
+                _resolve(routes.get(phase_name) or spec.model or routes.get("default") or model),
+            )
+            for phase_name, spec in phases.items()
+        }
+        if store is None:
+            from loopstate.engine.sqlite_store import SQLiteStore
+
+            store = SQLiteStore()
+        self.store: Store = store
+        self.clock = clock
+        self.ids = ids
+        chain = HookChain([hooks] if isinstance(hooks, Hooks) else list(hooks or ()))
+        self._config = FlowConfig(
+            machine=machine,
+            phases=self.phases,
+            store=store,
+            clock=clock,
+            lease_s=lease_s,
+            approver=approver,
+            auto_approve=auto_approve,
+            hooks=chain if chain.hooks else None,
+            workspace=Path(workspace) if workspace is not None else None,
+            deps=deps,
+            ask_again_after_crash=ask_again_after_crash,
+            log=log,
+        )
+
+    async def run(
+        self, message: str, *, data: FlowData | None = None, run_id: str | None = None
+    ) -> FlowResult:
+        """Start a run with the user's first message (and any data known up front)."""
+        owner, now = lease_owner(), self.clock()
+        first = self.phases[self.initial].spec
+        start = dict(data or {})
+        state = RunState(
+            run_id=run_id or self.ids(),
+            machine=self.name,
+            machine_version=getattr(self.machine, "machine_version", 1),
+            messages=(UserMessage(content=message),),
+            phase=self.initial,
+            data=first.on_enter(start) if first.on_enter else start,
+            created_at=now,
+            updated_at=now,
+        )
+        await self.store.create(state, owner=owner, now=now, ttl=self._config.lease_s)
+        driver = FlowDriver(self._config, state, owner=owner)
+        await driver.emit(
+            RunStarted(**driver.stamp(), machine=self.name, model=self._model_names())
+        )
+        await self._run_start(state)
+        return await driver.drive()
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        message: str | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        actor: str = "resume",
+    ) -> FlowResult:
+        """Continue a suspended or interrupted run where it stopped: with the user's `message`
+        when it waits for input, with `decisions` (by call id) when it waits for approval."""
+        owner = lease_owner()
+        state = await self.store.acquire(
+            run_id, owner=owner, now=self.clock(), ttl=self._config.lease_s
+        )
+        recovered: tuple[str, ...] = ()
+        try:
+            _check_resumable(state, self.name, message=message, decisions=decisions)
+            driver = FlowDriver(self._config, state, owner=owner)
+            if message is not None:
+                driver.user_replied(message, actor="user" if actor == "resume" else actor)
+            elif state.state in _LOOP_STATES:
+                recovered = await driver.prepare(decisions, actor)
+        except BaseException:
+            await self.store.release(run_id, owner=owner)
+            raise
+        phase = f"{state.phase}:{state.state}"
+        await driver.emit(RunResumed(**driver.stamp(), state=phase, recovered=recovered))
+        await self._run_start(state)
+        return await driver.drive()
+
+    async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
+        """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
+        owner = lease_owner()
+        state = await self.store.acquire(
+            run_id, owner=owner, now=self.clock(), ttl=self._config.lease_s
+        )
+        driver = FlowDriver(self._config, state, owner=owner)
+        try:
+            if state.phase in FINAL:
+                raise RunNotResumable(f"run {run_id} has ended ({state.phase})")
+            await driver.end("abort", reason=reason, actor=actor)
+        finally:
+            await self.store.release(run_id, owner=owner)
+        return FlowResult.of(driver.state, tuple(driver.events))
+
+    async def _run_start(self, state: RunState) -> None:
+        if self._config.hooks is not None:
+            await self._config.hooks.on_run_start(state)
+
+    def _model_names(self) -> str:
+        names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)
+        return ",".join(names)
+
+
+def _check_resumable(
+    state: RunState,
+    name: str,
+    *,
+    message: str | None,
+    decisions: Mapping[str, Decision] | None,
+) -> None:
+    run = state.run_id
+    if state.phase is None or state.machine != name:
+        raise RunNotResumable(f"run {run} is a {state.machine!r} run, not one of flow {name!r}")
+    if state.phase in FINAL:
+        raise RunNotResumable(f"run {run} has ended ({state.phase}); nothing to resume")
+    waiting = state.state == "awaiting_input"
+    if waiting and message is None:
+        raise RunNotResumable(f"run {run} waits for the user: resume it with message=...")
+    if message is not None and not waiting:
+        raise RunNotResumable(f"run {run} is {state.status}, not waiting for the user's message")
+    if decisions and state.state != "awaiting_approval":
+        raise RunNotResumable(f"run {run} is {state.status}, not awaiting approval")
+
+
+def _resolve(model: str | Model | None) -> Model | None:
+    if model is None or isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        from loopstate.engine.litellm_model import LiteLLMModel
+
+        litellm_model: Model = LiteLLMModel(model)
+        return litellm_model
+    raise DefinitionError(f"{model!r} is not a model name or a Model")

@@ -1,0 +1,92 @@
+"""The flow machine: phases as states, gates as named guards over the data collected so far.
+
+Declare a flow's machine as a `FlowMachine` subclass::
+
+    class Support(FlowMachine):
+        triage = State(initial=True)
+        answer = State()
+        done = State(final=True)
+        failed = State(final=True)
+        aborted = State(final=True)
+
+        advance = triage.to(answer, cond="has_topic") | answer.to(done, cond="resolved")
+        user_replied = triage.to(triage) | answer.to(answer)
+        fail = failed.from_(triage, answer)
+        abort = aborted.from_(triage, answer)
+
+        def has_topic(self, data: FlowData) -> bool: ...
+
+`advance(data=..., stop=...)` is sent when a phase's loop ends; `user_replied` when the user
+answers a phase that waits for them. Guards are pure: they read only the facts the event
+carries (the data and the loop's stop reason), never a clock, a store or the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from statemachine import StateChart
+
+from loopstate.engine.errors import DefinitionError
+
+FINAL = frozenset({"done", "failed", "aborted"})
+_EVENTS = ("advance", "fail", "abort")
+
+
+class FlowMachine(StateChart[Any]):
+    """Base of flow machines: strict (an event the phase does not accept raises, an error in
+    a guard propagates) like the agent loop."""
+
+    allow_event_without_transition = False
+    catch_errors_as_events = False
+    machine_version = 1
+
+
+class FlowEvents(Protocol):
+    """The events the flow driver sends."""
+
+    @property
+    def current_state_value(self) -> Any: ...
+    def advance(self, *, data: dict[str, Any], stop: str | None) -> Any: ...
+    def user_replied(self) -> Any: ...
+    def fail(self) -> Any: ...
+    def abort(self) -> Any: ...
+
+
+def check_machine(machine: type[StateChart[Any]], phases: Mapping[str, Any]) -> str:
+    """Fail at definition time unless `machine` and `phases` fit together: every non-final
+    state is a phase and every phase a state; the finals are done, failed and aborted; every
+    phase accepts advance, fail and abort (and user_replied if it waits for the user).
+    Returns the initial phase."""
+    states = {s.id: s for s in machine.states}
+    finals = {s.id for s in machine.final_states}
+    if finals != FINAL:
+        raise DefinitionError(f"{machine.__name__}: final states must be {sorted(FINAL)}")
+    missing = sorted(set(states) - finals - set(phases))
+    extra = sorted(set(phases) - set(states))
+    if missing or extra:
+        raise DefinitionError(
+            f"{machine.__name__}: states without a phase {missing}, phases without a state {extra}"
+        )
+    for name, phase in phases.items():
+        accepted = {e for t in states[name].transitions for e in t.events}
+        needed = {*_EVENTS, *(("user_replied",) if phase.waits_for_user else ())}
+        if needed - accepted:
+            raise DefinitionError(
+                f"{machine.__name__}: phase {name!r} does not accept {sorted(needed - accepted)}"
+            )
+    initial = next(s.id for s in machine.states if s.initial)
+    return str(initial)
+
+
+def gate_of(machine: type[StateChart[Any]], source: str, target: str, event: str) -> str:
+    """The guards of the `event` transition from `source` to `target`, as the audit shows them."""
+    for state in machine.states:
+        if state.id != source:
+            continue
+        for t in state.transitions:
+            if event in t.events and t.target is not None and t.target.id == target:
+                names = [str(spec) for spec in t.cond]
+                return " and ".join(names) if names else "unconditional"
+    return "unconditional"

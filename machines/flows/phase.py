@@ -1,0 +1,169 @@
+"""What a flow's phase asks for: instructions, model, tools, tool choice, structured output.
+
+A phase runs the agent loop (with its approvals) until the loop ends; then the flow folds the
+phase's successful tool calls into the run's data and lets its machine's gates decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from loopstate.engine.errors import DefinitionError
+from loopstate.engine.model import Model, ToolChoice
+from loopstate.engine.runner import StopCondition
+from loopstate.engine.state import RunState
+from loopstate.engine.tool import Tool
+
+FlowData = dict[str, Any]
+"""What a flow has collected so far: JSON values by key."""
+
+Instructions = str | Callable[[FlowData], str]
+"""A callable over the data, or a `str.format` template over it (`"Goal: {goal}"`); a key
+not yet collected renders as `(unknown: key)`. Nothing is evaluated."""
+
+Update = Callable[[FlowData, dict[str, Any]], FlowData]
+"""Folds one successful call of a tool (its executed arguments) into the data: returns the new
+data and leaves its input unchanged."""
+
+DataStep = Callable[[FlowData], FlowData]
+
+
+@dataclass(frozen=True)
+class Output:
+    """A structured output the phase must produce: the model submits it by calling `tool`,
+    whose parameters are `model`'s schema. Arguments that do not validate go back to the model
+    with the validation error, up to `attempts` times; then the run fails, saying why."""
+
+    model: type[BaseModel]
+    tool: str | None = None
+    """Default: `submit_<phase>`."""
+    key: str | None = None
+    """Where the validated output lands in the data (JSON). Default: the phase's name."""
+    needs_approval: bool = False
+    attempts: int = 3
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a flow. A phase with an `action` is code only: no model is called."""
+
+    instructions: Instructions = ""
+    tools: Sequence[Tool] = ()
+    model: str | Model | None = None
+    """Overridden by the flow's `models[name]`; falls back to `models["default"]`."""
+    tool_choice: ToolChoice = "auto"
+    output: type[BaseModel] | Output | None = None
+    stop_when: Sequence[StopCondition] = ()
+    waits_for_user: bool = False
+    """When the loop ends and no gate opens, wait (durably) for the user's next message."""
+    updates: Mapping[str, Update] = field(default_factory=dict)
+    """Tool name → how a successful call of it changes the data."""
+    on_enter: DataStep | None = None
+    action: DataStep | None = None
+    max_steps: int = 10
+    """Model calls per turn of the phase (a turn ends when the loop ends)."""
+
+
+@dataclass(frozen=True)
+class BoundPhase:
+    """A phase with its name, its model resolved and its output tool built."""
+
+    name: str
+    spec: Phase
+    model: Model | None
+    tools: Mapping[str, Tool]
+    stop_when: tuple[StopCondition, ...]
+    tool_choice: ToolChoice
+    output: Output | None
+    output_tool: str | None
+    output_key: str | None
+
+    @staticmethod
+    def build(name: str, spec: Phase, model: Model | None) -> BoundPhase:
+        if spec.action is None and model is None:
+            raise DefinitionError(f"phase {name!r} has no model (give it one, or models=)")
+        tools = {t.name: t for t in spec.tools}
+        stops = tuple(spec.stop_when)
+        output = Output(spec.output) if isinstance(spec.output, type) else spec.output
+        tool_name = key = None
+        choice = spec.tool_choice
+        if output is not None:
+            if output.attempts < 1:
+                raise DefinitionError(f"phase {name!r}: output attempts must be at least 1")
+            tool_name, key = output.tool or f"submit_{name}", output.key or name
+            if tool_name in tools:
+                raise DefinitionError(f"phase {name!r}: two tools are named {tool_name!r}")
+            tools[tool_name] = output_tool(tool_name, output)
+            stops = (has_tool_call(tool_name), _attempts_spent(tool_name, output.attempts), *stops)
+            choice = "required"
+        unknown = set(spec.updates) - set(tools)
+        if unknown:
+            raise DefinitionError(f"phase {name!r}: updates for tools it lacks: {sorted(unknown)}")
+        return BoundPhase(name, spec, model, tools, stops, choice, output, tool_name, key)
+
+    def instructions(self, data: FlowData) -> str:
+        template = self.spec.instructions
+        return template(data) if callable(template) else template.format_map(_Known(data))
+
+
+class _Known(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return f"(unknown: {key})"
+
+
+def output_tool(name: str, output: Output) -> Tool:
+    """The tool through which a model submits a phase's structured output."""
+    doc = output.description or (output.model.__doc__ or "").strip()
+    title = output.model.__name__
+
+    def accept(**_: Any) -> str:
+        return f"{title} accepted."
+
+    return Tool(
+        name=name,
+        description=f"Submit the {title}. {doc}".strip(),
+        args_model=output.model,
+        fn=accept,
+        needs_approval=output.needs_approval,
+    )
+
+
+def has_tool_call(name: str) -> StopCondition:
+    """Stop the loop once a call of `name` has run successfully in the latest batch."""
+
+    def condition(state: RunState) -> str | None:
+        ran = any(c.tool == name and c.status == "succeeded" for c in state.batch)
+        return f"has_tool_call({name})" if ran else None
+
+    return condition
+
+
+def step_count_is(n: int) -> StopCondition:
+    """Stop the loop once `n` model calls were made in the current phase (in an agent run,
+    in the run)."""
+
+    def condition(state: RunState) -> str | None:
+        return f"step_count_is({n})" if state.steps - state.phase_step >= n else None
+
+    return condition
+
+
+def _attempts_spent(tool: str, limit: int) -> StopCondition:
+    def condition(state: RunState) -> str | None:
+        turn = state.calls[state.folded_calls :]
+        bad = sum(c.tool == tool and c.status in ("invalid", "failed") for c in turn)
+        return f"output_invalid({tool}, {bad})" if bad >= limit else None
+
+    return condition
+
+
+def last_error(state: RunState, tool: str) -> str:
+    """The latest reason a call of `tool` in this turn did not validate."""
+    turn = state.calls[state.folded_calls :]
+    bad = [c for c in turn if c.tool == tool and c.status in ("invalid", "failed")]
+    return (bad[-1].reason or bad[-1].result or "") if bad else ""

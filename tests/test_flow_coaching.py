@@ -1,0 +1,167 @@
+"""The coaching flow end to end with scripted models, in one process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flow_child import PLAN, SCHEMA, answers, happy_script
+
+from loopstate import Approve, MemoryStore, ScriptedModel
+from loopstate.engine.scripted import call, calls, text
+from loopstate.machines.coaching import coaching_flow
+from loopstate.machines.flows import Flow, FlowResult
+
+
+def flow_with(script: list[Any], **options: Any) -> tuple[Flow, ScriptedModel]:
+    model = ScriptedModel(script)
+    models = {p: model for p in ("default", "analyst", "plan")}
+    return coaching_flow(models=models, store=MemoryStore(), **options), model
+
+
+def phases(result: FlowResult) -> list[tuple[str, str, str, str | None]]:
+    """The phase transitions of the audit trail: (source, target, event, actor)."""
+    events = {"advance", "user_replied", "fail", "abort"}
+    return [(t.source, t.target, t.event, t.actor) for t in result.transitions if t.event in events]
+
+
+async def approve_all(requests: list[Any]) -> dict[str, Any]:
+    return {r.call_id: Approve() for r in requests}
+
+
+async def test_the_happy_path_waits_for_the_user_and_for_approval_and_ends_done() -> None:
+    flow, _ = flow_with(happy_script())
+    first = await flow.run("I want to run a 4:25 1500m")
+    assert (first.status, first.phase) == ("awaiting_input", "intake")
+    assert first.output == "How old are you, how far do you run a week, and any injuries?"
+    second = await flow.resume(first.run_id, message="43, 40 km a week, no injuries")
+    assert (second.status, second.phase) == ("awaiting_approval", "plan")
+    assert [p.tool for p in second.pending] == ["generate_plan"]
+    third = await flow.resume(first.run_id, decisions={second.pending[0].call_id: Approve()})
+    assert (third.status, third.phase, third.output) == (
+        "awaiting_input",
+        "present",
+        "Here is your 8-week plan.",
+    )
+    final = await flow.resume(first.run_id, message="Looks great!")
+    assert (final.status, final.phase) == ("done", "done")
+    assert final.data["answers"] == {"age": 43, "weekly_km": 40, "injury_history": "none"}
+    assert final.data["plan"]["title"] == "Speed base"
+    assert final.data["safety"]["status"] == "approved"
+    assert phases(final) == [
+        ("goal_capture", "analyst", "advance", "flow"),
+        ("analyst", "intake", "advance", "flow"),
+        ("intake", "intake", "user_replied", "user"),
+        ("intake", "safety", "advance", "flow"),
+        ("safety", "plan", "advance", "flow"),
+        ("plan", "present", "advance", "flow"),
+        ("present", "present", "user_replied", "user"),
+        ("present", "done", "advance", "flow"),
+    ]
+    gate = next(t for t in final.transitions if t.target == "safety")
+    assert gate.reason == "gate: intake_complete"
+
+
+async def test_each_phase_calls_the_model_routed_to_it() -> None:
+    goal = ScriptedModel([call("set_goal", {"goal": "5k"})], name="fast")
+    analyst = ScriptedModel([call("submit_intake_schema", SCHEMA)], name="reasoning")
+    intake = ScriptedModel([text("How old are you?")], name="intake")
+    flow = coaching_flow(
+        models={"default": goal, "analyst": analyst, "intake": intake}, store=MemoryStore()
+    )
+    result = await flow.run("I want to run a fast 5k")
+    assert (result.status, result.phase) == ("awaiting_input", "intake")
+    used = [e.model for e in result.events if e.kind == "model_request"]
+    assert used == ["fast", "reasoning", "intake"]
+    # Each model saw its own phase's instructions, and only those.
+    system = [m for m in analyst.requests[0].messages if m.role == "system"]
+    assert len(system) == 1
+    assert "Goal: 5k" in system[0].content
+
+
+async def test_a_model_claiming_intake_is_done_with_a_required_field_missing_cannot_pass() -> None:
+    script = [
+        call("set_goal", {"goal": "1500m"}),
+        call("submit_intake_schema", SCHEMA),
+        text("How old are you, and any injuries?"),
+        calls(
+            call("collect_data", {"field": "age", "value": 7}),
+            call("collect_data", {"field": "injury_history", "value": "none"}),
+        ),
+        text("Perfect, I have everything; building your plan now!"),
+    ]
+    flow, model = flow_with(script)
+    first = await flow.run("I want to run a 4:25 1500m")
+    result = await flow.resume(first.run_id, message="I'm 7, no injuries")
+    assert (result.status, result.phase) == ("awaiting_input", "intake")
+    assert result.data["answers"] == {"injury_history": "none"}  # age 7 was refused
+    refused = [m.content for m in result.messages if m.role == "tool" and "age" in m.content]
+    assert "age must be at least 13" in refused[0]
+    assert not any(t.target == "safety" for t in result.transitions)
+    assert model.remaining == 0
+
+
+async def test_a_safety_block_returns_to_intake_with_the_blocking_answer_cleared() -> None:
+    script = [
+        *happy_script()[:3],
+        answers(injuries="chest pain on hills"),
+        text("Thanks."),
+        text("Before a plan, please see a doctor about the chest pain."),  # intake again
+        call("collect_data", {"field": "injury_history", "value": "cleared by my doctor"}),
+        text("Great, thanks."),
+        call("generate_plan", PLAN),
+        text("Here is your plan."),
+    ]
+    flow, model = flow_with(script, approver=approve_all)
+    first = await flow.run("I want to run a 4:25 1500m")
+    blocked = await flow.resume(first.run_id, message="43, 40 km, chest pain on hills")
+    assert (blocked.status, blocked.phase) == ("awaiting_input", "intake")
+    assert blocked.data["safety"]["status"] == "blocked"
+    assert "injury_history" not in blocked.data["answers"]
+    assert "chest pain" in blocked.output.lower()  # type: ignore[union-attr]
+    told = model.requests[-1].messages[0]
+    assert told.role == "system"
+    assert "safety check stopped the plan" in told.content
+    assert ("safety", "intake", "advance", "flow") in phases(blocked)
+    cleared = await flow.resume(first.run_id, message="My doctor cleared me.")
+    assert cleared.data["safety"]["status"] == "approved"
+    assert (cleared.status, cleared.phase) == ("awaiting_input", "present")
+
+
+async def test_a_goal_change_starts_over_and_keeps_the_answers_the_new_form_asks_for() -> None:
+    script = [
+        *happy_script()[:7],
+        call("respond_to_plan", {"decision": "change_goal", "notes": "a marathon"}),
+        call("set_goal", {"goal": "a marathon"}),
+        call("submit_intake_schema", SCHEMA),
+        text("I already have what I need."),
+        call("generate_plan", PLAN | {"title": "Marathon base"}),
+        text("Here is your marathon plan."),
+    ]
+    flow, _ = flow_with(script, approver=approve_all)
+    run = await flow.run("I want to run a 4:25 1500m")
+    await flow.resume(run.run_id, message="43, 40 km, no injuries")
+    result = await flow.resume(run.run_id, message="Actually, I want to run a marathon")
+    assert (result.status, result.phase) == ("awaiting_input", "present")
+    assert result.data["goal"] == "a marathon"
+    assert result.data["plan"]["title"] == "Marathon base"
+    assert ("present", "goal_capture", "advance", "flow") in phases(result)
+
+
+async def test_a_refinement_goes_back_to_plan_with_the_users_notes() -> None:
+    script = [
+        *happy_script()[:7],
+        call("respond_to_plan", {"decision": "refine", "notes": "only 3 days a week"}),
+        call("generate_plan", PLAN | {"title": "Three days"}),
+        text("Here is the 3-day version."),
+        call("respond_to_plan", {"decision": "accept"}),
+    ]
+    flow, model = flow_with(script, approver=approve_all)
+    run = await flow.run("I want to run a 4:25 1500m")
+    await flow.resume(run.run_id, message="43, 40 km, no injuries")
+    refined = await flow.resume(run.run_id, message="Can we do 3 days?")
+    assert refined.data["plan"]["title"] == "Three days"
+    told = model.requests[8].messages[0].content
+    assert "Revise the previous plan: only 3 days a week" in told  # type: ignore[operator]
+    final = await flow.resume(run.run_id, message="Perfect")
+    assert final.status == "done"
+    assert [t for _, t, e, _ in phases(final) if e == "advance"].count("plan") == 2
