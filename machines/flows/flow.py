@@ -185,13 +185,13 @@ def _check_resumable(
         raise RunNotResumable(f"run {run} is a {state.machine!r} run, not one of flow {name!r}")
     if state.phase in FINAL:
         raise RunNotResumable(f"run {run} has ended ({state.phase}); nothing to resume")
+    if decisions and state.state != "awaiting_approval":
+        raise RunNotResumable(f"run {run} is {state.status}, not awaiting approval")
     waiting = state.state == "awaiting_input"
     if waiting and message is None:
         raise RunNotResumable(f"run {run} waits for the user: resume it with message=...")
     if message is not None and not waiting:
         raise RunNotResumable(f"run {run} is {state.status}, not waiting for the user's message")
-    if decisions and state.state != "awaiting_approval":
-        raise RunNotResumable(f"run {run} is {state.status}, not awaiting approval")
 
 
 def _resolve(model: str | Model | None) -> Model | None:
