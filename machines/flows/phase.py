@@ -87,6 +87,7 @@ class BoundPhase:
     def build(name: str, spec: Phase, model: Model | None) -> BoundPhase:
         if spec.action is None and model is None:
             raise DefinitionError(f"phase {name!r} has no model (give it one, or models=)")
+        model = model if spec.action is None else None  # a code phase calls no model
         tools = {t.name: t for t in spec.tools}
         stops = tuple(spec.stop_when)
         output = Output(spec.output) if isinstance(spec.output, type) else spec.output

@@ -1,0 +1,88 @@
+"""Flow definitions fail when built wrong; stop conditions and templates do what they say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loopstate import DefinitionError, MemoryStore, RunState, ScriptedModel
+from loopstate.engine.scripted import call
+from loopstate.machines.coaching import PHASES, CoachingFlow
+from loopstate.machines.flows import Flow, Phase, has_tool_call, step_count_is
+from loopstate.machines.flows.phase import BoundPhase
+
+MODEL = ScriptedModel([])
+
+
+def test_the_coaching_machine_shows_every_gate_by_name() -> None:
+    gates = {
+        (t.source.id, t.target.id): [str(c) for c in t.cond]
+        for s in CoachingFlow.states
+        for t in s.transitions
+        if "advance" in t.events
+    }
+    assert gates[("intake", "safety")] == ["intake_complete"]
+    assert gates[("safety", "intake")] == ["safety_blocked"]
+    assert gates[("present", "goal_capture")] == ["goal_changed"]
+
+
+@pytest.mark.parametrize(
+    ("phases", "models", "message"),
+    [
+        ({k: v for k, v in PHASES.items() if k != "plan"}, {"default": MODEL}, "without a phase"),
+        ({**PHASES, "extra": Phase()}, {"default": MODEL}, "phases without a state"),
+        (PHASES, {"default": MODEL, "nope": MODEL}, "phases that do not exist"),
+        (PHASES, {}, "has no model"),
+        (
+            {**PHASES, "safety": Phase(model=MODEL, waits_for_user=True)},
+            {"default": MODEL},
+            "user_replied",
+        ),
+    ],
+)
+def test_a_flow_that_does_not_fit_its_machine_fails_when_built(
+    phases: dict[str, Phase], models: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(DefinitionError, match=message):
+        Flow(CoachingFlow, phases, models=models, store=MemoryStore())
+
+
+def test_models_route_by_phase_then_phase_model_then_default() -> None:
+    fast, slow, own = (
+        ScriptedModel([], name="f"),
+        ScriptedModel([], name="s"),
+        ScriptedModel([], name="o"),
+    )
+    phases = {**PHASES, "intake": Phase(model=own, waits_for_user=True)}
+    flow = Flow(
+        CoachingFlow, phases, models={"analyst": slow, "default": fast}, store=MemoryStore()
+    )
+    routed = {name: p.model.name if p.model else None for name, p in flow.phases.items()}
+    assert routed == {
+        "goal_capture": "f",
+        "analyst": "s",
+        "intake": "o",
+        "safety": None,
+        "plan": "f",
+        "present": "f",
+    }
+
+
+def test_stop_conditions_look_at_the_latest_batch_and_the_phases_steps() -> None:
+    state = RunState(run_id="r", steps=7, phase_step=5)
+    assert step_count_is(2)(state) == "step_count_is(2)"
+    assert step_count_is(3)(state) is None
+    assert has_tool_call("set_goal")(state) is None
+
+
+def test_a_template_renders_the_data_and_names_what_is_not_known_yet() -> None:
+    phase = BoundPhase.build("p", Phase(instructions="Goal: {goal}; age {age}"), MODEL)
+    assert phase.instructions({"goal": "5k"}) == "Goal: 5k; age (unknown: age)"
+
+
+def test_an_output_phase_forces_its_tool_and_stops_when_it_ran() -> None:
+    phase = BoundPhase.build("analyst", PHASES["analyst"], MODEL)
+    assert phase.tool_choice == "required"
+    assert "submit_intake_schema" in phase.tools
+    assert call("submit_intake_schema").name == "submit_intake_schema"
