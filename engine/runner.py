@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from loopstate.engine.approval import Approver, Decision
 from loopstate.engine.clock import Clock, system_clock
-from loopstate.engine.errors import DecisionError
+from loopstate.engine.errors import DecisionError, LoopstateError
 from loopstate.engine.events import (
     ApprovalRequested,
     Event,
@@ -147,8 +147,11 @@ class Runner:
         except DecisionError:
             raise  # a refused decision changes nothing; the caller hears why
         except Exception as exc:
-            self.log.error("run_error", exc_info=exc)
             error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, LoopstateError):  # an expected failure: its message says it all
+                self.log.error("run_failed", error=error.splitlines()[0])
+            else:
+                self.log.error("run_failed", exc_info=exc)
             await self._end("fail", error=error, reason=error, actor="system")
         finally:
             await self.config.store.release(self.state.run_id, owner=self.config.owner)

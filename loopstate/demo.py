@@ -1,16 +1,20 @@
-"""The demo scenario: a scripted coding agent fixing a typo in a small workspace.
+"""The demo scenario: a coding agent fixing a typo in a small workspace, offline.
 
 It uses the built-in workspace tools for real (listing, reading, and writing a file, which
-needs approval); only the model's words are scripted. `suspended_agent()` builds the same
-agent over the SQLite store for the suspend-and-resume walk-through.
+needs approval); only the model's words are canned. They play from a bundled cassette
+(`loopstate/data/demo.jsonl`, recorded from this scenario on the approve path); where a
+reviewer's deny or edit takes the run off the recording, the script answers instead.
+`suspended_agent()` builds the same agent over the SQLite store for the suspend-and-resume
+walk-through. `python -m loopstate.demo PATH` records the cassette anew.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from loopstate.engine.messages import AssistantMessage
-from loopstate.engine.model import ModelRequest
+from loopstate.engine.model import Model, ModelRequest
 from loopstate.engine.scripted import ScriptedModel, call
 from loopstate.engine.store import Store
 from loopstate.machines.agent import Agent
@@ -54,9 +58,16 @@ def scripted_model() -> ScriptedModel:
     )
 
 
-def build_agent(workspace: Path, *, model: str | None = None, **options: object) -> Agent:
+def bundled_model() -> Model:
+    """The recorded demo model, with the script taking over from any divergence."""
+    from loopstate.engine.replay import ReplayModel
+
+    return ReplayModel(Path(__file__).with_name("data") / "demo.jsonl", fallback=scripted_model())
+
+
+def build_agent(workspace: Path, *, model: str | Model | None = None, **options: object) -> Agent:
     return Agent(
-        model or scripted_model(),
+        model or bundled_model(),
         [list_dir, read, write],
         instructions=INSTRUCTIONS,
         workspace=workspace,
@@ -69,3 +80,30 @@ def suspended_agent(store: Store | None = None) -> Agent:
     from loopstate.engine.sqlite_store import SQLiteStore
 
     return build_agent(SUSPEND_WORKSPACE.resolve(), store=store or SQLiteStore())
+
+
+async def record(path: Path) -> None:
+    """Record the scenario (approve path, scripted model) into a cassette at `path`."""
+    import tempfile
+
+    from loopstate.engine.approval import Approve
+    from loopstate.engine.recorder import Recorder
+    from loopstate.engine.store import MemoryStore
+
+    async def approve(requests: list[Any]) -> dict[str, Any]:
+        return {r.call_id: Approve() for r in requests}
+
+    path.unlink(missing_ok=True)  # noqa: ASYNC240 (a one-off script step)
+    model = scripted_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = seed_workspace(Path(tmp))
+        agent = build_agent(workspace, model=model, store=MemoryStore(), approver=approve,
+                            hooks=[Recorder(path, model=model)])  # fmt: skip
+        await agent.run(TASK)
+
+
+if __name__ == "__main__":
+    import asyncio
+    import sys
+
+    asyncio.run(record(Path(sys.argv[1] if len(sys.argv) > 1 else "loopstate/data/demo.jsonl")))

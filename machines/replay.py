@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ from loopstate.machines.agent import Agent
 
 
 async def replay(
-    cassette: Cassette | str | Path, agent: Agent | None = None, *, live_tools: bool = False
+    cassette: Cassette | str | Path,
+    agent: Agent | None = None,
+    *,
+    prompt: str | Sequence[Message] | None = None,
+    live_tools: bool = False,
 ) -> RunResult:
     """Replay `cassette` with no network: recorded model turns, recorded tool results (or the
     agent's real tools with `live_tools=True`), recorded decisions. Raises `ReplayDivergence`
@@ -29,13 +34,19 @@ async def replay(
 
     Without an `agent`, the run is rebuilt from the cassette alone (its recorded tool schemas
     and instructions); with one, its instructions, tools and machine are checked against it.
+    `prompt` (default: the recorded one) is what the run starts from, so a test that changes
+    its prompt diverges at step 1.
     """
     tape = load(cassette)
     model = ReplayModel(tape)
     turns = tape.model_turns()
     if not turns:
         raise ReplayDivergence(0, "the cassette has no model turns")
-    opening = _opening(turns[min(turns)]["request"]["messages"], keep_system=agent is None)
+    opening: str | Sequence[Message] = (
+        prompt
+        if prompt is not None
+        else _opening(turns[min(turns)]["request"]["messages"], keep_system=agent is None)
+    )
     base = agent or Agent(model)
     real = list(base.tools) if agent is not None else None
     outcome = tape.outcome() or {}
@@ -59,9 +70,13 @@ async def replay(
 
 
 def replay_sync(
-    cassette: Cassette | str | Path, agent: Agent | None = None, *, live_tools: bool = False
+    cassette: Cassette | str | Path,
+    agent: Agent | None = None,
+    *,
+    prompt: str | Sequence[Message] | None = None,
+    live_tools: bool = False,
 ) -> RunResult:
-    return asyncio.run(replay(cassette, agent, live_tools=live_tools))
+    return asyncio.run(replay(cassette, agent, prompt=prompt, live_tools=live_tools))
 
 
 def _opening(messages: list[dict[str, Any]], *, keep_system: bool) -> list[Message]:

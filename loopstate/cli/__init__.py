@@ -12,6 +12,7 @@ from collections.abc import Sequence
 COMMANDS = (
     "loopstate.cli.demo",
     "loopstate.cli.diagram",
+    "loopstate.cli.replay",
     "loopstate.cli.runs",
 )
 

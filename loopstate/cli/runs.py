@@ -157,7 +157,7 @@ async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
 
 async def _resume(args: argparse.Namespace, store: SQLiteStore) -> int:
 
-    agent = _load_agent(args.agent)
+    agent = load_agent(args.agent)
     result = await agent.clone(store=store).resume(args.run, actor=f"cli:{_user()}")
     _print_result(result)
     return 0 if result.status != "failed" else 1
@@ -173,7 +173,7 @@ def _print_result(result: RunResult) -> None:
         print(f"answer: {result.output}")
 
 
-def _load_agent(spec: str) -> Any:
+def load_agent(spec: str) -> Any:
     from loopstate.machines.agent import Agent
 
     module_name, _, attr = spec.partition(":")

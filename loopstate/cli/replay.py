@@ -1,0 +1,69 @@
+"""`loopstate replay CASSETTE`: replay a recorded run offline and print what it did."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from loopstate.engine.cassette import Cassette
+from loopstate.engine.errors import LoopstateError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay a recorded run with no network and no side effects",
+        description="Exits 1 with a divergence report if the run does not replay cleanly.",
+    )
+    parser.add_argument("cassette")
+    parser.add_argument("--agent", help="module:attr of an Agent to check the recording against")
+    parser.add_argument("--diagram", action="store_true", help="print the run on its machine")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from loopstate.engine.replay import ReplayDivergence
+
+    try:
+        tape = Cassette.load(args.cassette)
+        agent = _agent(args.agent) if args.agent else None
+        result = asyncio.run(_replay(tape, agent))
+    except ReplayDivergence as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except LoopstateError as exc:
+        print(f"loopstate replay: {exc}", file=sys.stderr)
+        return 2
+    for t in result.transitions:
+        print(f"  [{t.seq:>2}] {t.source} → {t.target} ({t.event})")
+    decisions = tape.decisions()
+    for call_id, record in tape.tool_results().items():
+        decided = decisions.get(call_id, {}).get("decision", {}).get("kind")
+        note = f" [{decided}]" if decided else ""
+        print(f"  tool {record['tool']}({json.dumps(record['arguments'])}){note} → "
+              f"{record['status']}")  # fmt: skip
+    print(f"status: {result.status}   stop reason: {result.stop_reason}   (replayed cleanly)")
+    if result.output:
+        print(f"answer: {result.output}")
+    if args.diagram:
+        from loopstate.engine.diagram import graph_of, overlay_of, to_mermaid
+        from loopstate.machines import SHIPPED
+
+        graph = graph_of(SHIPPED["agent"])
+        print(to_mermaid(graph, overlay_of(result.transitions, result.transitions[-1].target)))
+    return 0
+
+
+async def _replay(tape: Cassette, agent: Any) -> Any:
+    from loopstate.machines.replay import replay
+
+    return await replay(tape, agent)
+
+
+def _agent(spec: str) -> Any:
+    from loopstate.cli.runs import load_agent
+
+    return load_agent(spec)

@@ -1,0 +1,58 @@
+"""pytest plugin: replay recorded runs in tests, or record them afresh.
+
+    async def test_docs_agent(loopstate_cassette):
+        result = await loopstate_cassette.run(make_agent(), "Fix the typo in docs/index.md")
+        assert result.output == "Fixed."
+
+replays `cassettes/test_docs_agent.jsonl` next to the test file (no network, no side effects;
+a changed prompt, tool or machine fails with a diff). `pytest --loopstate-record` runs the
+agent for real instead (its model needs its key) and writes the cassette anew.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopstate.engine.messages import Message
+from loopstate.engine.recorder import Recorder
+from loopstate.engine.result import RunResult
+from loopstate.machines.agent import Agent
+from loopstate.machines.replay import replay
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--loopstate-record",
+        action="store_true",
+        help="run agents for real and (re)write their cassettes instead of replaying them",
+    )
+
+
+class CassetteFixture:
+    def __init__(self, path: Path, recording: bool) -> None:
+        self.path = path
+        self.recording = recording
+
+    async def run(
+        self, agent: Agent, prompt: str | list[Message], *, live_tools: bool = False
+    ) -> RunResult:
+        if not self.recording:
+            if not self.path.exists():
+                pytest.fail(f"no cassette {self.path}: record it with --loopstate-record")
+            return await replay(self.path, agent, prompt=prompt, live_tools=live_tools)
+        self.path.unlink(missing_ok=True)
+        recorder = Recorder(self.path, model=agent.model)
+        hooks: Any = agent._options["hooks"]
+        existing = [] if hooks is None else [hooks] if not isinstance(hooks, list) else hooks
+        return await agent.clone(hooks=[*existing, recorder]).run(prompt)
+
+
+@pytest.fixture
+def loopstate_cassette(request: pytest.FixtureRequest) -> CassetteFixture:
+    """`cassettes/<test name>.jsonl` next to the test file, replayed or recorded."""
+    name = request.node.name.replace("/", "_").replace("[", "_").replace("]", "")
+    path = Path(request.node.path).parent / "cassettes" / f"{name}.jsonl"
+    return CassetteFixture(path, bool(request.config.getoption("--loopstate-record")))
