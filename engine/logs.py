@@ -11,10 +11,10 @@ import logging
 import sys
 from typing import Any
 
-import structlog
-
 
 def get_logger(name: str = "loopstate") -> Any:
+    import structlog  # on first use: importing it costs ~0.1 s, `import loopstate` need not pay
+
     if structlog.is_configured():
         return structlog.get_logger(name)
     return structlog.wrap_logger(

@@ -4,6 +4,9 @@ A declarative state machine owns the loop (thinking → awaiting_approval → ex
 thinking); the model is called one step at a time and never runs tools itself.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
 from loopstate.engine.errors import (
     DecisionError,
@@ -32,6 +35,7 @@ from loopstate.engine.model import Model, ModelRequest, ModelResponse, ToolDefin
 from loopstate.engine.result import RunResult
 from loopstate.engine.runner import StopCondition
 from loopstate.engine.scripted import ScriptedModel, Turn
+from loopstate.engine.sqlite_store import SQLiteStore
 from loopstate.engine.state import CallRecord, RunState, Transition
 from loopstate.engine.store import MemoryStore, RunSummary, Store
 from loopstate.engine.tool import Tool, ToolContext
@@ -39,6 +43,48 @@ from loopstate.machines.agent import Agent
 from loopstate.machines.agent_loop import AgentLoop
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` stays fast
+    from loopstate.engine.cassette import Cassette, CassetteError
+    from loopstate.engine.recorder import Recorder
+    from loopstate.engine.replay import ReplayDivergence, ReplayModel
+    from loopstate.machines.flows import (
+        Flow,
+        FlowData,
+        FlowDeps,
+        FlowMachine,
+        FlowResult,
+        Output,
+        Phase,
+        has_tool_call,
+        step_count_is,
+    )
+    from loopstate.machines.replay import replay, replay_sync
+
+_LAZY = {
+    "Cassette": "loopstate.engine.cassette",
+    "CassetteError": "loopstate.engine.cassette",
+    "Recorder": "loopstate.engine.recorder",
+    "ReplayDivergence": "loopstate.engine.replay",
+    "ReplayModel": "loopstate.engine.replay",
+    "replay": "loopstate.machines.replay",
+    "replay_sync": "loopstate.machines.replay",
+    **dict.fromkeys(
+        ["Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "Output", "Phase",
+         "has_tool_call", "step_count_is"],
+        "loopstate.machines.flows",
+    ),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopstate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Abort",
@@ -48,12 +94,19 @@ __all__ = [
     "Approve",
     "AssistantMessage",
     "CallRecord",
+    "Cassette",
+    "CassetteError",
     "Decision",
     "DecisionError",
     "DefinitionError",
     "Deny",
     "Edit",
     "Event",
+    "Flow",
+    "FlowData",
+    "FlowDeps",
+    "FlowMachine",
+    "FlowResult",
     "Hooks",
     "LiteLLMModel",
     "LoopstateError",
@@ -63,12 +116,18 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "Output",
+    "Phase",
+    "Recorder",
+    "ReplayDivergence",
+    "ReplayModel",
     "RunBusy",
     "RunNotFound",
     "RunNotResumable",
     "RunResult",
     "RunState",
     "RunSummary",
+    "SQLiteStore",
     "ScriptExhausted",
     "ScriptedModel",
     "StopCondition",
@@ -87,6 +146,10 @@ __all__ = [
     "Usage",
     "UserMessage",
     "compose",
+    "has_tool_call",
     "merge",
+    "replay",
+    "replay_sync",
+    "step_count_is",
     "tool",
 ]

@@ -9,13 +9,16 @@ import loopstate
 
 PUBLIC = [
     "Abort", "Agent", "AgentLoop", "ApprovalRequest", "Approve", "AssistantMessage",
-    "CallRecord", "Decision", "DecisionError", "DefinitionError", "Deny", "Edit", "Event",
+    "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError", "DefinitionError",
+    "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult",
     "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message", "Model", "ModelError",
-    "ModelRequest", "ModelResponse", "RunBusy", "RunNotFound", "RunNotResumable", "RunResult",
-    "RunState", "RunSummary", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
+    "ModelRequest", "ModelResponse", "Output", "Phase", "Recorder", "ReplayDivergence",
+    "ReplayModel", "RunBusy", "RunNotFound", "RunNotResumable", "RunResult", "RunState",
+    "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
     "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext", "ToolDefinition",
     "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest", "Usage",
-    "UserMessage", "compose", "merge", "tool",
+    "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_sync",
+    "step_count_is", "tool",
 ]  # fmt: skip
 
 
