@@ -82,11 +82,15 @@ def test_every_python_block_of_the_readme_runs_in_order(tmp_path: Path) -> None:
         text_reply("Fixed."),
         tool_call_reply(("c2", "write_file", {"path": "README.md", "content": "# New\n"})),
         text_reply("Rewritten."),
+        tool_call_reply(("c3", "write_file", {"path": "docs/index.md", "content": "Hi\n"})),
+        text_reply("Fixed the typo."),
     ) as server:
         env = {**os.environ, "OPENAI_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test"}
         out = run_blocks(python_blocks(), tmp_path, env)
     assert out.returncode == 0, out.stderr
-    assert len(python_blocks()) >= 3
+    assert len(python_blocks()) >= 5
     assert "c2 write_file {'path': 'README.md', 'content': '# New\\n'}" in out.stdout
     assert (tmp_path / "README.md").read_text() == "# New\n"  # approved on resume
-    assert len(server.requests) == 4
+    assert len(server.requests) == 6  # the replay made none
+    assert (tmp_path / "cassettes/typo.jsonl").exists()
+    assert "done Your invoice is under Settings → Billing." in out.stdout
