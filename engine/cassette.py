@@ -1,7 +1,8 @@
 """Cassettes: a run recorded as JSON lines — model turns, tool results, decisions, transitions.
 
     {"kind": "header", "format": "loopstate-cassette", "version": 1, ...}
-    {"kind": "model", "step": 1, "digest": "…", "request": {...}, "response": {...}}
+    {"kind": "model", "step": 1, "digest": "…", "first": 0, "messages": [...], "tools": [...],
+     "tool_choice": "auto", "response": {...}}
     {"kind": "decision", "call_id": "…", "tool": "…", "decision": {...}, "actor": "…"}
     {"kind": "tool", "call_id": "…", "tool": "…", "arguments": {...}, "status": "…", "result": "…"}
     {"kind": "transition", "seq": 1, "source": "idle", "target": "thinking", "event": "start", ...}
@@ -10,6 +11,11 @@
 One record per line with sorted keys, so a cassette reads well in a diff. No secrets: only
 the request the model port sees (messages, tool schemas, tool_choice) and settings whose
 names do not look like keys, tokens or headers.
+
+A model record holds only what is new in its request: the messages from index `first` on
+(the history before them is the previous request's), and the tools when they changed; so a
+cassette grows with the run, not with the square of it. The digest chains per-message hashes,
+so checking a request costs only its new messages.
 """
 
 from __future__ import annotations
@@ -44,9 +50,53 @@ def request_record(request: ModelRequest) -> dict[str, Any]:
     }
 
 
-def digest(record: dict[str, Any]) -> str:
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+def _hash(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _link(previous: str, item: str) -> str:
+    return hashlib.sha256(f"{previous}{item}".encode()).hexdigest()
+
+
+def digest_of(record: dict[str, Any]) -> str:
+    """The digest of a full request record (what `Digester.digest` computes incrementally)."""
+    chain = _hash([record["tools"], record["tool_choice"]])
+    for message in record["messages"]:
+        chain = _link(chain, _hash(message))
+    return chain[:16]
+
+
+class Digester:
+    """Digests the requests of one run incrementally: histories only grow, and a message
+    object seen in the previous request is not serialized or hashed again."""
+
+    def __init__(self) -> None:
+        self._tools: tuple[Any, str, str] | None = None  # (tools object, choice, chain head)
+        self._chain: list[tuple[Any, str]] = []  # (message object, chain through it)
+
+    def digest(self, request: ModelRequest) -> str:
+        head = self._head(request)
+        chain, same = head, 0
+        for i, message in enumerate(request.messages):
+            if i < len(self._chain) and self._chain[i][0] is message:
+                chain, same = self._chain[i][1], i + 1
+                continue
+            break
+        del self._chain[same:]
+        for message in request.messages[same:]:
+            chain = _link(chain, _hash(to_wire(message)))
+            self._chain.append((message, chain))
+        return chain[:16]
+
+    def _head(self, request: ModelRequest) -> str:
+        cached = self._tools
+        if cached is None or cached[0] is not request.tools or cached[1] != request.tool_choice:
+            tools = [d.model_dump(mode="json") for d in request.tools]
+            head = _hash([tools, request.tool_choice])
+            self._chain.clear()
+            self._tools = cached = (request.tools, request.tool_choice, head)
+        return cached[2]
 
 
 def safe_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -100,8 +150,17 @@ class Cassette:
         return [r for r in self.records if r.get("kind") == kind]
 
     def model_turns(self) -> dict[int, dict[str, Any]]:
-        """The last recorded turn of each step (a step repeated after a crash keeps its last)."""
-        return {r["step"]: r for r in self.of_kind("model")}
+        """The last recorded turn of each step (a step repeated after a crash keeps its last),
+        each with its whole `request` rebuilt from the records before it."""
+        turns: dict[int, dict[str, Any]] = {}
+        messages: list[Any] = []
+        tools: list[Any] = []
+        for record in self.of_kind("model"):
+            messages = messages[: record["first"]] + record["messages"]
+            tools = record.get("tools", tools)
+            request = {"messages": messages, "tools": tools, "tool_choice": record["tool_choice"]}
+            turns[record["step"]] = {**record, "request": request}
+        return turns
 
     def tool_results(self) -> dict[str, dict[str, Any]]:
         return {r["call_id"]: r for r in self.of_kind("tool")}

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.cassette import FORMAT, VERSION, digest, dumps, request_record, safe_settings
+from loopstate.engine.cassette import FORMAT, VERSION, Digester, dumps, safe_settings
 from loopstate.engine.events import Event
 from loopstate.engine.hooks import Hooks
+from loopstate.engine.messages import to_wire
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.state import CallRecord, RunState, Transition
 
@@ -21,6 +22,9 @@ class Recorder(Hooks):
     def __init__(self, path: str | Path, *, model: Any = None) -> None:
         self.path = Path(path)
         self._model = model
+        self._digester = Digester()
+        self._written = 0  # messages of the history already in this file, from this process
+        self._tools: Any = None
 
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,16 +49,21 @@ class Recorder(Hooks):
                      "state": run.state})  # fmt: skip
 
     async def after_model(self, request: ModelRequest, response: ModelResponse) -> None:
-        shown = request_record(request)
-        self._write(
-            {
-                "kind": "model",
-                "step": request.step,
-                "digest": digest(shown),
-                "request": shown,
-                "response": response.model_dump(mode="json", exclude_none=True),
-            }
-        )
+        first = min(self._written, len(request.messages))
+        record: dict[str, Any] = {
+            "kind": "model",
+            "step": request.step,
+            "digest": self._digester.digest(request),
+            "first": first,
+            "messages": [to_wire(m) for m in request.messages[first:]],
+            "tool_choice": request.tool_choice,
+            "response": response.model_dump(mode="json", exclude_none=True),
+        }
+        if request.tools is not self._tools:
+            record["tools"] = [d.model_dump(mode="json") for d in request.tools]
+            self._tools = request.tools
+        self._write(record)
+        self._written = len(request.messages)
 
     async def on_approval_decided(self, call: CallRecord) -> None:
         assert call.decision is not None

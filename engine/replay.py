@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter, create_model
 
 from loopstate.engine.approval import ApprovalRequest, Decision
-from loopstate.engine.cassette import Cassette, digest, request_record
+from loopstate.engine.cassette import Cassette, Digester, request_record
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.model import Model, ModelRequest, ModelResponse
 from loopstate.engine.tool import Tool, ToolContext
@@ -59,6 +59,7 @@ class ReplayModel:
         self.fallback = fallback
         self.divergence: ReplayDivergence | None = None
         self.replayed = 0
+        self._digester = Digester()
 
     @property
     def name(self) -> str:
@@ -68,12 +69,14 @@ class ReplayModel:
         if self.divergence is not None and self.fallback is not None:
             return await self.fallback.complete(request)
         turn = self.turns.get(request.step)
-        actual = request_record(request)
         if turn is None:
             found = ReplayDivergence(request.step, f"no recorded turn (it has {len(self.turns)})")
-        elif digest(actual) != turn["digest"]:
+        elif self._digester.digest(request) != turn["digest"]:
             found = ReplayDivergence(
-                request.step, "the request differs from the recording", turn["request"], actual
+                request.step,
+                "the request differs from the recording",
+                turn["request"],
+                request_record(request),
             )
         else:
             self.replayed += 1

@@ -163,3 +163,18 @@ def test_recorded_settings_drop_credentials_and_url_passwords() -> None:
     settings = {"api_base": "https://bob:pw@host/v1", "api_key": "sk", "extra_headers": {},
                 "temperature": 0.2, "aws_secret_access_key": "x", "auth_token": "t"}  # fmt: skip
     assert safe_settings(settings) == {"api_base": "https://host/v1", "temperature": 0.2}
+
+
+async def test_the_incremental_digest_equals_the_digest_of_the_whole_request(
+    tmp_path: Path,
+) -> None:
+    from loopstate.engine.cassette import Cassette, digest_of
+
+    tape = tmp_path / "run.jsonl"
+    await record(tape)
+    turns = Cassette.load(tape).model_turns()
+    assert len(turns) == 3
+    for turn in turns.values():
+        assert digest_of(turn["request"]) == turn["digest"]
+    first_lines = [json.loads(x) for x in tape.read_text().splitlines() if '"kind": "model"' in x]
+    assert [r["first"] for r in first_lines] == [0, 2, 7]  # only new messages are stored
