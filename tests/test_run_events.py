@@ -148,3 +148,71 @@ async def test_cancelling_a_running_run_records_it_as_cancelled() -> None:
     stored = await store.load("c1")
     assert (stored.state, stored.stop_reason) == ("aborted", "cancelled")
     assert (stored.transitions[-1].event, stored.transitions[-1].actor) == ("abort", "system")
+
+
+class Everything(Hooks):
+    """Records every lifecycle point, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_run_start(self, run) -> None:
+        self.seen.append("run_start")
+
+    async def on_run_end(self, run) -> None:
+        self.seen.append(f"run_end:{run.status}")
+
+    async def before_model(self, request) -> None:
+        self.seen.append(f"before_model:{request.step}")
+
+    async def after_model(self, request, response) -> None:
+        self.seen.append(f"after_model:{request.step}")
+
+    async def before_tool(self, call: CallRecord) -> None:
+        self.seen.append(f"before_tool:{call.tool}")
+
+    async def after_tool(self, call: CallRecord, result: str) -> str | None:
+        self.seen.append(f"after_tool:{call.tool}")
+        return None
+
+    async def on_approval_requested(self, requests) -> None:
+        self.seen.append(f"approval_requested:{','.join(r.tool for r in requests)}")
+
+    async def on_approval_decided(self, call: CallRecord) -> None:
+        self.seen.append(f"approval_decided:{call.tool}:{call.decision.kind}")
+
+    async def on_transition(self, transition) -> None:
+        self.seen.append(f"transition:{transition.target}")
+
+
+async def test_every_lifecycle_hook_fires_in_order() -> None:
+    _, tools = make_tools()
+    hooks = Everything()
+    model = ScriptedModel([call("write_file", {"path": "a", "content": "x"}), "done"])
+    await Agent(model, tools, approver=approve_all, hooks=hooks).run("go")
+    assert hooks.seen == [
+        "run_start", "transition:thinking",
+        "before_model:1", "after_model:1", "transition:awaiting_approval",
+        "approval_requested:write_file", "approval_decided:write_file:approve",
+        "transition:executing_tool",
+        "before_tool:write_file", "after_tool:write_file", "transition:thinking",
+        "before_model:2", "after_model:2", "transition:done",
+        "run_end:done",
+    ]  # fmt: skip
+
+
+async def test_a_broken_approval_predicate_asks_instead_of_letting_the_call_through() -> None:
+    from loopstate import tool
+
+    ran: list[int] = []
+
+    @tool(needs_approval=lambda args: 1 / 0)
+    def risky(n: int) -> str:
+        """Risky."""
+        ran.append(n)
+        return "ran"
+
+    result = await Agent(ScriptedModel([call("risky", {"n": 1})]), [risky]).run("go")
+    assert result.status == "awaiting_approval"
+    assert "approval check raised ZeroDivisionError" in result.pending[0].reason
+    assert ran == []
