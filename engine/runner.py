@@ -40,6 +40,7 @@ from loopstate.engine.events import (
 from loopstate.engine.executor import Executor, result_message
 from loopstate.engine.hooks import HookChain
 from loopstate.engine.logs import get_logger
+from loopstate.engine.messages import Message
 from loopstate.engine.model import Model, ModelRequest, ToolChoice
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, RunState, Transition
@@ -84,6 +85,9 @@ class RunConfig:
     max_steps: int = 25
     stop_when: tuple[StopCondition, ...] = ()
     tool_choice: ToolChoice = "auto"
+    view: Callable[[tuple[Message, ...]], tuple[Message, ...]] | None = None
+    """What the model is shown of the history (default: all of it). Hooks, recorders and the
+    model all see the same request."""
     hooks: HookChain | None = None
     clock: Clock = system_clock
     workspace: Path | None = None
@@ -176,8 +180,9 @@ class Runner:
         state = self.state
         # model_construct: the history is already-validated data; re-validating it every step
         # would make a step cost grow with the history.
+        view = self.config.view
         request = ModelRequest.model_construct(
-            messages=state.messages,
+            messages=state.messages if view is None else view(state.messages),
             tools=self._definitions,
             tool_choice=self.config.tool_choice,
             step=state.steps + 1,

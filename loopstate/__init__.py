@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
         has_tool_call,
         step_count_is,
     )
-    from loopstate.machines.replay import replay, replay_sync
+    from loopstate.machines.replay import replay, replay_flow, replay_sync
 
 _LAZY = {
     "Cassette": "loopstate.engine.cassette",
@@ -68,6 +68,7 @@ _LAZY = {
     "ReplayDivergence": "loopstate.engine.replay",
     "ReplayModel": "loopstate.engine.replay",
     "replay": "loopstate.machines.replay",
+    "replay_flow": "loopstate.machines.replay",
     "replay_sync": "loopstate.machines.replay",
     **dict.fromkeys(
         ["Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "Output", "Phase",
@@ -149,6 +150,7 @@ __all__ = [
     "has_tool_call",
     "merge",
     "replay",
+    "replay_flow",
     "replay_sync",
     "step_count_is",
     "tool",

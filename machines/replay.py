@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from loopstate.engine.replay import (
 from loopstate.engine.result import RunResult
 from loopstate.engine.store import MemoryStore
 from loopstate.machines.agent import Agent
+from loopstate.machines.flows import Flow, FlowResult
 
 
 async def replay(
@@ -98,3 +100,41 @@ def _check(tape: Cassette, result: RunResult) -> None:
                   "stop_reason": result.stop_reason}  # fmt: skip
         if expected != actual:
             raise ReplayDivergence(result.steps, "the outcome differs", expected, actual)
+
+
+async def replay_flow(cassette: Cassette | str | Path, flow: Flow) -> FlowResult:
+    """Replay a recorded flow run (every phase, every user turn) with no network and no side
+    effects; raises `ReplayDivergence` where this flow asks for something else."""
+    tape = load(cassette)
+    model = ReplayModel(tape)
+    turns = tape.model_turns()
+    if not turns:
+        raise ReplayDivergence(0, "the cassette has no model turns")
+    specs = {name: bound.spec for name, bound in flow.phases.items()}
+    real = [t for spec in specs.values() for t in spec.tools]
+    stand_ins = {t.name: t for t in stand_in_tools(tape, list({t.name: t for t in real}.values()))}
+    phases = {
+        name: replace(spec, tools=[stand_ins[t.name] for t in spec.tools], model=None)
+        for name, spec in specs.items()
+    }
+    runs = tape.of_kind("run")
+    run_id = runs[0]["run_id"] if runs else "replay"
+    replaying = flow.clone(
+        phases=phases,
+        models={name: model for name, b in flow.phases.items() if b.model is not None},
+        approver=recorded_approver(tape),
+        store=MemoryStore(),
+        hooks=None,
+        auto_approve=False,
+        ids=lambda: run_id,
+    )
+    said = [m["content"] for m in turns[max(turns)]["request"]["messages"] if m["role"] == "user"]
+    result = await replaying.run(said[0])
+    for message in said[1:]:
+        if result.status != "awaiting_input":
+            break
+        result = await replaying.resume(result.run_id, message=message)
+    if model.divergence is not None:
+        raise model.divergence
+    _check(tape, result)
+    return result

@@ -17,7 +17,7 @@ PUBLIC = [
     "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
     "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext", "ToolDefinition",
     "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest", "Usage",
-    "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_sync",
+    "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow", "replay_sync",
     "step_count_is", "tool",
 ]  # fmt: skip
 

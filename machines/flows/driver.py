@@ -32,7 +32,7 @@ from loopstate.engine.store import Store
 from loopstate.machines.agent_loop import AgentLoop
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
-from loopstate.machines.flows.prompt import PhaseModel
+from loopstate.machines.flows.prompt import phase_view
 from loopstate.machines.flows.result import FlowDeps, FlowResult
 
 
@@ -245,7 +245,8 @@ class FlowDriver:
         c = self.config
         assert bound.model is not None
         return RunConfig(
-            model=PhaseModel(bound.model),
+            model=bound.model,
+            view=phase_view,
             machine=_loop,
             store=c.store,
             tools=bound.tools,

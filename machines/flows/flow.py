@@ -56,6 +56,9 @@ class Flow:
         lease_s: float = DEFAULT_LEASE_S,
         log: Any = None,
     ) -> None:
+        self._options: dict[str, Any] = {
+            k: v for k, v in locals().items() if k not in ("self", "__class__")
+        }
         self.initial = check_machine(machine, phases)
         routes = dict(models or {})
         unknown = set(routes) - set(phases) - {"default"}
@@ -93,6 +96,15 @@ class Flow:
             ask_again_after_crash=ask_again_after_crash,
             log=log,
         )
+
+    def clone(self, **changes: Any) -> Flow:
+        """A new flow with the same configuration but for `changes` (any `__init__` argument),
+        e.g. `flow.clone(store=MemoryStore())`."""
+        unknown = set(changes) - set(self._options)
+        if unknown:
+            raise DefinitionError(f"Flow has no options {sorted(unknown)}")
+        options = {**self._options, **changes}
+        return Flow(options.pop("machine"), options.pop("phases"), **options)
 
     async def run(
         self, message: str, *, data: FlowData | None = None, run_id: str | None = None
