@@ -12,7 +12,7 @@ from loopstate.engine.errors import DecisionError, RunNotResumable
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.result import RunResult
 from loopstate.engine.runner import FINAL, RunConfig, Runner
-from loopstate.engine.state import QueuedDecision, RunState
+from loopstate.engine.state import QueuedDecision, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.machines.agent_loop import AgentLoop
 
@@ -61,9 +61,11 @@ async def abort_run(
     """End a suspended or interrupted run in `aborted`: no model call, no tool."""
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
-    if state.state in FINAL:
+    if state.state in FINAL and state.phase in (None, *FINAL):
         await store.release(run_id, owner=owner)
-        raise RunNotResumable(f"run {run_id} has ended ({state.state})")
+        raise RunNotResumable(f"run {run_id} has ended ({state.phase or state.state})")
+    if state.phase is not None:
+        return await _abort_flow(store, state, reason, actor=actor, owner=owner, clock=clock)
     config = RunConfig(
         model=_NoModel(),
         machine=lambda value: AgentLoop(start_value=value),
@@ -72,6 +74,30 @@ async def abort_run(
         owner=owner,
     )
     return await Runner(config, state).abort(reason, actor=actor)
+
+
+async def _abort_flow(
+    store: Store, state: RunState, reason: str, *, actor: str, owner: str, clock: Clock
+) -> RunResult:
+    """A flow run: every phase of a flow machine has `abort` to `aborted` (checked when the
+    flow is built), so the phase moves there directly; no model, no tool."""
+    now = clock()
+    step = Transition(seq=len(state.transitions) + 1, source=str(state.phase), target="aborted",
+                      event="abort", at=now, reason=reason, actor=actor)  # fmt: skip
+    ended = state.evolve(
+        state="aborted",
+        phase="aborted",
+        stop_reason=f"aborted: {reason}",
+        transitions=(*state.transitions, step),
+        updated_at=now,
+    )
+    try:
+        await store.save(ended, first_message=len(state.messages),
+                         first_transition=len(state.transitions), owner=owner, now=now,
+                         ttl=DEFAULT_LEASE_S)  # fmt: skip
+    finally:
+        await store.release(state.run_id, owner=owner)
+    return RunResult.of(ended)
 
 
 class _NoModel:

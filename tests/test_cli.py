@@ -107,3 +107,43 @@ def test_abort_ends_a_suspended_run_and_it_cannot_be_resumed(tmp_path: Path) -> 
     assert [r["run_id"] for r in listing] == [run]
     resumed = loopstate("resume", run, "--agent", "loopstate.demo:suspended_agent", cwd=tmp_path)
     assert (resumed.returncode, "has ended" in resumed.stderr) == (2, True)
+
+
+FLOW_MODULE = """
+import sys
+sys.path.insert(0, {tests!r})
+from flow_child import happy_script
+from loopstate import ScriptedModel
+from loopstate.machines.coaching import coaching_flow
+
+def flow():
+    model = ScriptedModel(happy_script(), by_step=True)
+    return coaching_flow(models={{p: model for p in ("default", "analyst", "plan")}})
+"""
+
+
+def test_a_flow_is_answered_approved_and_aborted_from_the_shell(tmp_path: Path) -> None:
+    import asyncio
+
+    (tmp_path / "coachflows.py").write_text(FLOW_MODULE.format(tests=str(Path(__file__).parent)))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import coachflows
+
+        first = asyncio.run(coachflows.flow().run("I want to run a 4:25 1500m"))
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert first.status == "awaiting_input"
+    resumed = loopstate("resume", first.run_id, "--agent", "coachflows:flow", "--message",
+                        "43, 40 km a week, no injuries", cwd=tmp_path)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "status: awaiting_approval" in resumed.stdout
+    shown = json.loads(loopstate("runs", "show", first.run_id, "--json", cwd=tmp_path).stdout)
+    call = shown["pending"][0]["call_id"]
+    assert loopstate("approve", first.run_id, call, cwd=tmp_path).returncode == 0
+    planned = loopstate("resume", first.run_id, "--agent", "coachflows:flow", cwd=tmp_path)
+    assert "status: awaiting_input" in planned.stdout, planned.stderr
+    aborted = loopstate("abort", first.run_id, "--reason", "moved away", cwd=tmp_path)
+    assert aborted.returncode == 0, aborted.stderr
+    shown = json.loads(loopstate("runs", "show", first.run_id, "--json", cwd=tmp_path).stdout)
+    assert (shown["status"], shown["transitions"][-1]["source"]) == ("aborted", "present")

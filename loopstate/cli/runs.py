@@ -53,8 +53,11 @@ def register(subparsers: Any) -> None:
     )
     resume.add_argument("run")
     resume.add_argument(
-        "--agent", required=True, help="module:attr of the Agent (or a function returning it)"
+        "--agent",
+        required=True,
+        help="module:attr of the Agent or Flow (or a function returning one)",
     )
+    resume.add_argument("--message", help="the user's reply, for a flow waiting for input")
 
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
@@ -156,9 +159,16 @@ async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
 
 
 async def _resume(args: argparse.Namespace, store: SQLiteStore) -> int:
+    from loopstate.machines.flows import Flow
 
-    agent = load_agent(args.agent)
-    result = await agent.clone(store=store).resume(args.run, actor=f"cli:{_user()}")
+    target = load_agent(args.agent).clone(store=store)
+    actor = f"cli:{_user()}"
+    if isinstance(target, Flow):
+        result = await target.resume(args.run, message=args.message, actor=actor)
+    elif args.message is not None:
+        raise DefinitionError("--message answers a flow waiting for input; this is an Agent")
+    else:
+        result = await target.resume(args.run, actor=actor)
     _print_result(result)
     return 0 if result.status != "failed" else 1
 
@@ -174,7 +184,9 @@ def _print_result(result: RunResult) -> None:
 
 
 def load_agent(spec: str) -> Any:
+    """The Agent or Flow at module:attr (or returned by the function there)."""
     from loopstate.machines.agent import Agent
+    from loopstate.machines.flows import Flow
 
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -183,9 +195,9 @@ def load_agent(spec: str) -> Any:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise DefinitionError(f"cannot load the agent {spec}: {exc}") from None
-    agent = target() if callable(target) and not isinstance(target, Agent) else target
-    if not isinstance(agent, Agent):
-        raise DefinitionError(f"{spec} is not an Agent (nor a function returning one)")
+    agent = target() if callable(target) and not isinstance(target, Agent | Flow) else target
+    if not isinstance(agent, Agent | Flow):
+        raise DefinitionError(f"{spec} is not an Agent or a Flow (nor a function returning one)")
     return agent
 
 
