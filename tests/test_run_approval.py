@@ -225,3 +225,24 @@ def test_clone_keeps_the_configuration_but_for_the_changes() -> None:
     assert [t.name for t in copy.tools] == [t.name for t in agent.tools]
     with pytest.raises(DefinitionError, match="no options"):
         agent.clone(colour="red")
+
+
+async def test_the_calls_of_one_batch_run_concurrently_and_keep_the_models_order() -> None:
+    import asyncio
+    import time
+
+    from loopstate import tool
+
+    @tool
+    async def nap(seconds: float, name: str) -> str:
+        """Sleeps."""
+        await asyncio.sleep(seconds)
+        return name
+
+    batch = calls(*(call("nap", {"seconds": s, "name": n}) for n, s in
+                    (("slow", 0.4), ("fast", 0.05), ("mid", 0.2))))  # fmt: skip
+    started = time.perf_counter()
+    result = await Agent(ScriptedModel([batch, "done"]), [nap], store=MemoryStore()).run("go")
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.6  # together, not one after another (0.65 s)
+    assert [m.content for m in result.messages if m.role == "tool"] == ["slow", "fast", "mid"]
