@@ -159,6 +159,10 @@ class Runner:
             await self._end("fail", error=error, reason=error, actor="system")
         finally:
             await self.config.store.release(self.state.run_id, owner=self.config.owner)
+        return await self._finish()
+
+    async def _finish(self) -> RunResult:
+        """Tell the world the run ended (or stopped for now) and return what it did."""
         if self.state.state in FINAL:
             await self._emit(
                 RunFinished(
@@ -357,12 +361,11 @@ class Runner:
         return tuple(c.call_id for c in lost)
 
     async def abort(self, reason: str, *, actor: str) -> RunResult:
-        await self._end("abort", stop_reason=f"aborted: {reason}", actor=actor, reason=reason)
-        await self.config.store.release(self.state.run_id, owner=self.config.owner)
-        await self._emit(
-            RunFinished(**self._at(), status=self.state.status, stop_reason=self.state.stop_reason)
-        )
-        return RunResult.of(self.state, tuple(self.events))
+        try:
+            await self._end("abort", stop_reason=f"aborted: {reason}", actor=actor, reason=reason)
+        finally:
+            await self.config.store.release(self.state.run_id, owner=self.config.owner)
+        return await self._finish()
 
     async def _end(
         self,
