@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,13 @@ from loopstate.engine.model import ModelRequest
 
 FORMAT = "loopstate-cassette"
 VERSION = 1
-_SECRET = re.compile(r"key|token|secret|password|auth|header|cookie|credential", re.I)
+# Names of settings that hold credentials; token *counts* (max_tokens, ...) are not secrets.
+_SECRET = re.compile(
+    r"key|secret|passw|auth|header|cookie|credential|signature|(?<!max_)(?<!completion_)token",
+    re.I,
+)
+_URL_USER = re.compile(r"//[^/@\s]*@")
+_URL_SECRET = re.compile(r"([?&][^=&#]*(?:key|token|secret|sig|passw|auth)[^=&#]*=)[^&#]*", re.I)
 
 
 class CassetteError(LoopstateError):
@@ -50,9 +56,12 @@ def request_record(request: ModelRequest) -> dict[str, Any]:
     }
 
 
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _hash(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_canonical(value).encode()).hexdigest()
 
 
 def _link(previous: str, item: str) -> str:
@@ -69,9 +78,11 @@ def digest_of(record: dict[str, Any]) -> str:
 
 class Digester:
     """Digests the requests of one run incrementally: histories only grow, and a message
-    object seen in the previous request is not serialized or hashed again."""
+    object seen in the previous request is not serialized or hashed again. Messages are
+    hashed as the cassette stores them, after `scrub` (so a redacted cassette still replays)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scrub: Callable[[str], str] | None = None) -> None:
+        self._scrub = scrub
         self._tools: tuple[Any, str, str] | None = None  # (tools object, choice, chain head)
         self._chain: list[tuple[Any, str]] = []  # (message object, chain through it)
 
@@ -85,7 +96,10 @@ class Digester:
             break
         del self._chain[same:]
         for message in request.messages[same:]:
-            chain = _link(chain, _hash(to_wire(message)))
+            text = _canonical(to_wire(message))
+            if self._scrub is not None:
+                text = self._scrub(text)
+            chain = _link(chain, hashlib.sha256(text.encode()).hexdigest())
             self._chain.append((message, chain))
         return chain[:16]
 
@@ -100,13 +114,46 @@ class Digester:
 
 
 def safe_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """Settings worth recording: never anything that looks like a credential, and URLs
-    without any user:password part."""
+    """Settings worth recording: plain values whose names do not look like credentials
+    (`max_tokens` stays, `api_key`, `extra_headers`, `aws_session_token` go), and URLs
+    without a user:password part or a key-like query parameter's value."""
     return {
-        k: re.sub(r"//[^/@\s]*@", "//", v) if isinstance(v, str) else v
+        k: _redact_url(v) if isinstance(v, str) else v
         for k, v in sorted(settings.items())
         if not _SECRET.search(k) and isinstance(v, str | int | float | bool | type(None))
     }
+
+
+def _redact_url(value: str) -> str:
+    return _URL_SECRET.sub(r"\1REDACTED", _URL_USER.sub("//", value))
+
+
+def secret_values(settings: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """Credential values a cassette must never contain, wherever they turn up (a tool that
+    prints its environment, an error that echoes a header): the values of a model's
+    credential-named settings (nested ones too, e.g. `extra_headers`) and of such environment
+    variables. Short values are left alone: they would redact ordinary text."""
+    found: list[str] = []
+
+    def walk(name: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{name}.{k}", v)
+        elif isinstance(value, str) and len(value) >= 8 and _SECRET.search(name):
+            found.append(value)
+
+    for name, value in [*settings.items(), *environ.items()]:
+        walk(str(name), value)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrubber(secrets: Iterable[str]) -> Callable[[str], str]:
+    """A function replacing each of `secrets` in a line with `[REDACTED]`."""
+    values = list(secrets)
+    if not values:
+        return lambda line: line
+    pattern = re.compile("|".join(re.escape(v) for v in values))
+    return lambda line: pattern.sub("[REDACTED]", line)
 
 
 def dumps(record: dict[str, Any]) -> str:

@@ -1,16 +1,34 @@
 """`Recorder`: a hook that appends a run to a cassette as it happens.
 
 Each record is appended and flushed at once, so a run that suspends in one process and
-resumes in another is recorded whole when both use a Recorder on the same file. Put it last
-among a run's hooks: it records tool results as the model will see them.
+resumes in another is recorded whole when both use a Recorder on the same file: a new run
+starts the file afresh, a resumed one appends to it. Put it last among a run's hooks: it
+records tool results as the model will see them. One Recorder records one run at a time.
+
+Why a hook and not an export from the store: the store keeps the history, not what each
+request showed the model (the active tools, `tool_choice`, a flow phase's view), and the
+digest must be of exactly that request; the hook sees it as it is sent.
+
+Credentials never reach the file: settings are filtered by name (`safe_settings`), and the
+values of the model's credential settings and of credential-named environment variables are
+replaced by `[REDACTED]` in every line, wherever they turn up.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.cassette import FORMAT, VERSION, Digester, dumps, safe_settings
+from loopstate.engine.cassette import (
+    FORMAT,
+    VERSION,
+    Digester,
+    dumps,
+    safe_settings,
+    scrubber,
+    secret_values,
+)
 from loopstate.engine.events import Event
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import to_wire
@@ -22,31 +40,37 @@ class Recorder(Hooks):
     def __init__(self, path: str | Path, *, model: Any = None) -> None:
         self.path = Path(path)
         self._model = model
-        self._digester = Digester()
-        self._written = 0  # messages of the history already in this file, from this process
+        settings = getattr(model, "settings", None)
+        self._settings: dict[str, Any] = settings if isinstance(settings, dict) else {}
+        self._scrub = scrubber(secret_values(self._settings, os.environ))
+        self._reset()
+
+    def _reset(self) -> None:
+        self._digester = Digester(self._scrub)
+        self._written = 0  # messages of the history already in this file, from this run
         self._tools: Any = None
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: dict[str, Any], *, fresh: bool = False) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = not self.path.exists() or self.path.stat().st_size == 0
-        with self.path.open("a", encoding="utf-8") as f:
+        fresh = fresh or not self.path.exists() or self.path.stat().st_size == 0
+        with self.path.open("w" if fresh else "a", encoding="utf-8") as f:
             if fresh:
-                f.write(dumps(self._header()) + "\n")
-            f.write(dumps(record) + "\n")
+                f.write(self._scrub(dumps(self._header())) + "\n")
+            f.write(self._scrub(dumps(record)) + "\n")
 
     def _header(self) -> dict[str, Any]:
-        settings = getattr(self._model, "settings", None)
         return {
             "kind": "header",
             "format": FORMAT,
             "version": VERSION,
             "model": getattr(self._model, "name", None),
-            "settings": safe_settings(settings) if isinstance(settings, dict) else {},
+            "settings": safe_settings(self._settings),
         }
 
     async def on_run_start(self, run: RunState) -> None:
+        self._reset()
         self._write({"kind": "run", "run_id": run.run_id, "machine": run.machine,
-                     "state": run.state})  # fmt: skip
+                     "state": run.state}, fresh=not run.transitions)  # fmt: skip
 
     async def after_model(self, request: ModelRequest, response: ModelResponse) -> None:
         first = min(self._written, len(request.messages))
