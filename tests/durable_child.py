@@ -3,7 +3,13 @@ itself at a named boundary. Every model request and tool execution is appended t
 so the parent can count them across processes.
 
 usage: python durable_child.py DB WORKDIR (run|resume|abort) [--kill POINT] [--decide JSON]
-                               [--lease S] [--ask-again]
+                               [--lease S] [--ask-again] [--hold S] [--two-charges]
+                               [--from-turn N]
+
+--decide maps call ids to `[kind, *args]` or to a Decision as JSON (to pass a `digest`).
+--from-turn N gives this process a model whose script holds only turns N.. (served in order,
+not by step): a repeated earlier request would get the wrong turn, and one too many raises
+ScriptExhausted.
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from loopstate import (
     Abort,
     Agent,
     Approve,
     CallRecord,
+    Decision,
     Deny,
     Edit,
     Event,
@@ -44,6 +53,8 @@ parser.add_argument("--decide", default="")
 parser.add_argument("--lease", type=float, default=60.0)
 parser.add_argument("--ask-again", action="store_true")
 parser.add_argument("--hold", type=float, default=0.0, help="seconds `charge` blocks")
+parser.add_argument("--two-charges", action="store_true", help="two gated calls in turn 1")
+parser.add_argument("--from-turn", type=int, default=0)
 args = parser.parse_args()
 LOG = args.workdir / "log.txt"
 
@@ -84,8 +95,9 @@ def last_tool_results(request: ModelRequest) -> str:
     return f"final after: {json.dumps(results)}"
 
 
+FIRST = [call("put", {"key": "k1"}), call("charge", {"amount": 5})]
 SCRIPT: list[Any] = [
-    calls(call("put", {"key": "k1"}), call("charge", {"amount": 5})),
+    calls(*FIRST, *([call("charge", {"amount": 7})] if args.two_charges else [])),
     call("put", {"key": "k2"}),
     last_tool_results,
 ]
@@ -133,14 +145,24 @@ async def approver(requests: list[Any]) -> dict[str, Any]:
 def decisions() -> dict[str, Any]:
     kinds = {"approve": Approve, "deny": Deny, "edit": Edit, "abort": Abort}
     out: dict[str, Any] = {}
-    for call_id, (kind, *rest) in json.loads(args.decide or "{}").items():
-        out[call_id] = kinds[kind](*rest)
+    for call_id, given in json.loads(args.decide or "{}").items():
+        if isinstance(given, dict):
+            out[call_id] = TypeAdapter(Decision).validate_python(given)
+        else:
+            kind, *rest = given
+            out[call_id] = kinds[kind](*rest)
     return out
+
+
+def model() -> Counted:
+    if args.from_turn:
+        return Counted(SCRIPT[args.from_turn - 1 :])
+    return Counted(SCRIPT, by_step=True)
 
 
 async def main() -> None:
     agent = Agent(
-        Counted(SCRIPT, by_step=True),
+        model(),
         [charge, put],
         store=SQLiteStore(args.db),
         hooks=Killer(),
@@ -162,6 +184,7 @@ async def main() -> None:
                 "output": result.output,
                 "stop_reason": result.stop_reason,
                 "pending": [p.call_id for p in result.pending],
+                "requests": [p.model_dump(mode="json") for p in result.pending],
             }
         )
     )
