@@ -7,20 +7,25 @@
 replays `cassettes/test_docs_agent.jsonl` next to the test file (no network, no side effects;
 a changed prompt, tool or machine fails with a diff). `pytest --loopstate-record` runs the
 agent for real instead (its model needs its key) and writes the cassette anew.
+`@pytest.mark.loopstate_cassette("name")` names the cassette (`cassettes/name.jsonl`).
+
+The plugin is loaded in every pytest session where loopstate is installed, so it imports
+the engine only when a test asks for the fixture.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from loopstate.engine.messages import Message
-from loopstate.engine.recorder import Recorder
-from loopstate.engine.result import RunResult
-from loopstate.machines.agent import Agent
-from loopstate.machines.replay import replay
+if TYPE_CHECKING:
+    from loopstate.engine.messages import Message
+    from loopstate.engine.result import RunResult
+    from loopstate.machines.agent import Agent
+
+MARKER = "loopstate_cassette"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,6 +33,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--loopstate-record",
         action="store_true",
         help="run agents for real and (re)write their cassettes instead of replaying them",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(name): replay or record cassettes/<name>.jsonl next to the test"
     )
 
 
@@ -39,6 +50,9 @@ class CassetteFixture:
     async def run(
         self, agent: Agent, prompt: str | list[Message], *, live_tools: bool = False
     ) -> RunResult:
+        from loopstate.engine.recorder import Recorder
+        from loopstate.machines.replay import replay
+
         if not self.recording:
             if not self.path.exists():
                 pytest.fail(f"no cassette {self.path}: record it with --loopstate-record")
@@ -49,10 +63,21 @@ class CassetteFixture:
         existing = [] if hooks is None else [hooks] if not isinstance(hooks, list) else hooks
         return await agent.clone(hooks=[*existing, recorder]).run(prompt)
 
+    def run_sync(
+        self, agent: Agent, prompt: str | list[Message], *, live_tools: bool = False
+    ) -> RunResult:
+        """`run` for tests that are not async."""
+        import asyncio
+
+        return asyncio.run(self.run(agent, prompt, live_tools=live_tools))
+
 
 @pytest.fixture
 def loopstate_cassette(request: pytest.FixtureRequest) -> CassetteFixture:
-    """`cassettes/<test name>.jsonl` next to the test file, replayed or recorded."""
-    name = request.node.name.replace("/", "_").replace("[", "_").replace("]", "")
+    """`cassettes/<test name>.jsonl` next to the test file (or the name given by the
+    `loopstate_cassette` marker), replayed, or recorded with `--loopstate-record`."""
+    marker = request.node.get_closest_marker(MARKER)
+    name = str(marker.args[0]) if marker is not None and marker.args else request.node.name
+    name = name.replace("/", "_").replace("[", "_").replace("]", "")
     path = Path(request.node.path).parent / "cassettes" / f"{name}.jsonl"
     return CassetteFixture(path, bool(request.config.getoption("--loopstate-record")))
