@@ -30,6 +30,12 @@ def main(args: argparse.Namespace) -> int:
     try:
         tape = Cassette.load(args.cassette)
         agent = _agent(args.agent) if args.agent else None
+        machine = _machine(tape)
+        if agent is None and machine != "agent":
+            raise LoopstateError(
+                f"{args.cassette} records a {machine} run: replay it with --agent module:attr "
+                "naming that flow"
+            )
         result = asyncio.run(_replay(tape, agent))
     except ReplayDivergence as exc:
         print(str(exc), file=sys.stderr)
@@ -49,17 +55,26 @@ def main(args: argparse.Namespace) -> int:
     if result.output:
         print(f"answer: {result.output}")
     if args.diagram:
+        from loopstate.cli.diagram import machine_class
         from loopstate.engine.diagram import graph_of, overlay_of, to_mermaid
-        from loopstate.machines import SHIPPED
 
-        graph = graph_of(SHIPPED["agent"])
+        graph = graph_of(machine_class(machine))
         print(to_mermaid(graph, overlay_of(result.transitions, result.transitions[-1].target)))
     return 0
 
 
-async def _replay(tape: Cassette, agent: Any) -> Any:
-    from loopstate.machines.replay import replay
+def _machine(tape: Cassette) -> str:
+    """The machine the run was recorded on (cassettes from before the run record: agent)."""
+    runs = tape.of_kind("run")
+    return str(runs[0].get("machine") or "agent") if runs else "agent"
 
+
+async def _replay(tape: Cassette, agent: Any) -> Any:
+    from loopstate.machines.flows import Flow
+    from loopstate.machines.replay import replay, replay_flow
+
+    if isinstance(agent, Flow):
+        return await replay_flow(tape, agent)
     return await replay(tape, agent)
 
 
