@@ -58,6 +58,8 @@ CREATE TABLE IF NOT EXISTS calls (
 """
 
 _SPLIT = {"messages", "transitions", "calls"}
+_COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
+"""Header keys holding how many rows each table has for the run: a lost row is detected."""
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
@@ -149,18 +151,23 @@ class SQLiteStore:
                 "SELECT position, body FROM calls WHERE run_id = ? ORDER BY position", (run_id,)
             )
         ]
-        expected = header.pop("message_count", None)
-        if expected is not None and expected != len(messages):
-            raise StoreError(
-                f"run {run_id}: {len(messages)} message rows in {self.path}, "
-                f"its header says {expected}"
-            )
+        for table, rows in (("messages", messages), ("transitions", transitions), ("calls", calls)):
+            expected = header.pop(_COUNTS[table], None)
+            if expected is not None and expected != len(rows):
+                raise StoreError(
+                    f"run {run_id}: {len(rows)} {table} rows in {self.path}, "
+                    f"its header says {expected}"
+                )
         try:
             return RunState.model_validate(
                 {**header, "messages": messages, "transitions": transitions, "calls": calls}
             )
         except ValidationError as exc:
-            raise StoreError(f"run {run_id}: corrupt header in {self.path}: {exc}") from None
+            first = exc.errors(include_url=False)[0]
+            raise StoreError(
+                f"run {run_id}: corrupt runs row header in {self.path}: "
+                f"{first['msg']} at {first['loc']}"
+            ) from None
 
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
         with self._transaction() as db:
@@ -190,8 +197,16 @@ class SQLiteStore:
         rows = self._connect().execute(
             f"{query} ORDER BY updated_at DESC LIMIT ?", (*params, limit)
         )
-        fields = RunSummary.model_fields
-        return [RunSummary.model_validate(dict(zip(fields, row, strict=True))) for row in rows]
+        return [self._summary(row) for row in rows]
+
+    def _summary(self, row: tuple[Any, ...]) -> RunSummary:
+        try:
+            return RunSummary.model_validate(dict(zip(RunSummary.model_fields, row, strict=True)))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            raise StoreError(
+                f"run {row[0]}: corrupt runs row in {self.path}: {first['msg']} at {first['loc']}"
+            ) from None
 
     def close(self) -> None:
         if self._db is not None:
@@ -244,14 +259,24 @@ class SQLiteStore:
         self, db: sqlite3.Connection, state: RunState, first_message: int, first_transition: int
     ) -> None:
         run_id = state.run_id
-        db.executemany(
-            "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
-            _rows(run_id, first_message, state.messages[first_message:]),
-        )
-        db.executemany(
-            "INSERT INTO transitions (run_id, seq, body) VALUES (?, ?, ?)",
-            ((run_id, t.seq, t.model_dump_json()) for t in state.transitions[first_transition:]),
-        )
+        try:
+            db.executemany(
+                "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
+                _rows(run_id, first_message, state.messages[first_message:]),
+            )
+            db.executemany(
+                "INSERT INTO transitions (run_id, seq, body) VALUES (?, ?, ?)",
+                (
+                    (run_id, t.seq, t.model_dump_json())
+                    for t in state.transitions[first_transition:]
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            # Messages and transitions are append-only: a save that would rewrite one is a bug
+            # in its caller (a stale `first_message`), never something to paper over.
+            raise StoreError(
+                f"run {run_id}: refusing to rewrite stored history in {self.path} ({exc})"
+            ) from None
         db.executemany(
             "INSERT OR REPLACE INTO calls (run_id, position, body) VALUES (?, ?, ?)",
             _rows(run_id, state.batch_start, state.batch),
@@ -287,7 +312,8 @@ def _summary_columns(state: RunState) -> tuple[Any, ...]:
 
 def _header(state: RunState) -> str:
     header = state.model_dump(mode="json", exclude=_SPLIT)
-    header["message_count"] = len(state.messages)
+    for table, key in _COUNTS.items():
+        header[key] = len(getattr(state, table))
     return json.dumps(header, separators=(",", ":"))
 
 

@@ -95,6 +95,95 @@ async def test_sqlite_stores_only_what_is_new_at_each_save(tmp_path: Path) -> No
     assert db.execute("SELECT count(*) FROM transitions").fetchone()[0] == 22
 
 
+async def test_acquiring_an_unknown_run_raises_run_not_found(store) -> None:
+    with pytest.raises(RunNotFound, match="no run 'ghost'"):
+        await store.acquire("ghost", owner="a", now=1.0, ttl=30.0)
+
+
+async def test_creating_a_run_twice_is_refused(store) -> None:
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    state = await store.load("run-1")
+    # MemoryStore raises ValueError, SQLiteStore StoreError (see the report on issue 3)
+    with pytest.raises((ValueError, StoreError), match="run run-1 already exists"):
+        await store.create(state, owner="a", now=1.0, ttl=30.0)
+
+
+async def test_a_released_lease_lets_another_owner_save(store) -> None:
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    state = await store.acquire("run-1", owner="a", now=100.0, ttl=30.0)
+    await store.release("run-1", owner="b")  # not b's: nothing happens
+    with pytest.raises(RunBusy):
+        await store.acquire("run-1", owner="b", now=101.0, ttl=30.0)
+    await store.release("run-1", owner="a")
+    ended = state.evolve(state="aborted", stop_reason="test", updated_at=102.0)
+    counts = {"first_message": len(state.messages), "first_transition": len(state.transitions)}
+    await store.save(ended, **counts, owner="b", now=102.0, ttl=30.0)
+    assert (await store.load("run-1")).status == "aborted"
+
+
+async def seeded(tmp_path: Path) -> Path:
+    await suspended_agent(SQLiteStore(tmp_path / "runs.db"))[0].run("go")
+    return tmp_path / "runs.db"
+
+
+def corrupt(path: Path, sql: str) -> None:
+    db = sqlite3.connect(path)
+    db.execute(sql)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("UPDATE messages SET body = '{\"role\": \"wizard\"}' WHERE idx = 1",
+         r"run run-1: corrupt messages row 1: .*role"),
+        ("UPDATE messages SET body = 'not json' WHERE idx = 0",
+         r"run run-1: corrupt messages row 0: Invalid JSON"),
+        ("UPDATE transitions SET body = json_remove(body, '$.target') WHERE seq = 2",
+         r"run run-1: corrupt transitions row 2: Field required at \('target',\)"),
+        ("UPDATE calls SET body = json_set(body, '$.status', 'teleported') WHERE position = 1",
+         r"run run-1: corrupt calls row 1: .* at \('status',\)"),
+        ("UPDATE calls SET body = 42 WHERE position = 0", r"run run-1: corrupt calls row 0"),
+        ("UPDATE runs SET header = substr(header, 1, 20)", r"run run-1: corrupt runs row header"),
+        ("UPDATE runs SET header = json_set(header, '$.steps', 'many')",
+         r"run run-1: corrupt runs row header in .*: .* at \('steps',\)"),
+        ("DELETE FROM messages WHERE idx = 0", r"run run-1: 1 messages rows .* header says 2"),
+        ("DELETE FROM transitions WHERE seq = 1", r"run run-1: 1 transitions rows .* says 2"),
+        ("DELETE FROM calls WHERE position = 1", r"run run-1: 1 calls rows .* header says 2"),
+    ],
+    ids=["message-invalid", "message-not-json", "transition-invalid", "call-invalid",
+         "call-not-text", "header-not-json", "header-invalid", "message-lost",
+         "transition-lost", "call-lost"],
+)  # fmt: skip
+async def test_a_corrupt_row_is_a_store_error_naming_the_run_and_the_row(
+    tmp_path: Path, sql: str, message: str
+) -> None:
+    path = await seeded(tmp_path)
+    corrupt(path, sql)
+    with pytest.raises(StoreError, match=message):
+        await SQLiteStore(path).load("run-1")
+
+
+async def test_a_corrupt_listing_column_is_a_store_error_naming_the_run(tmp_path: Path) -> None:
+    path = await seeded(tmp_path)
+    corrupt(path, "UPDATE runs SET steps = 'many'")
+    with pytest.raises(StoreError, match=r"run run-1: corrupt runs row in .*runs.db"):
+        await SQLiteStore(path).list_runs()
+
+
+async def test_a_save_that_would_rewrite_a_stored_message_is_refused(tmp_path: Path) -> None:
+    path = await seeded(tmp_path)
+    store = SQLiteStore(path)
+    state = await store.load("run-1")
+    with pytest.raises(StoreError, match="run run-1: refusing to rewrite stored history"):
+        await store.save(state, first_message=0, first_transition=len(state.transitions),
+                         owner="a", now=1.0, ttl=30.0)  # fmt: skip
+    assert await store.load("run-1") == state
+
+
 async def test_a_corrupt_message_row_is_a_clear_error_naming_the_run(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.db")
     agent, _ = suspended_agent(store)
@@ -124,7 +213,7 @@ async def test_a_missing_message_row_is_detected(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "runs.db")
     db.execute("DELETE FROM messages WHERE idx = 0")
     db.commit()
-    with pytest.raises(StoreError, match=r"run run-1: 1 message rows .* header says 2"):
+    with pytest.raises(StoreError, match=r"run run-1: 1 messages rows .* header says 2"):
         await SQLiteStore(tmp_path / "runs.db").load("run-1")
 
 
@@ -144,7 +233,7 @@ async def test_a_store_file_from_a_newer_loopstate_is_refused(tmp_path: Path) ->
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 7")
     db.close()
-    with pytest.raises(StoreError, match="has store schema 7"):
+    with pytest.raises(StoreError, match=r"runs.db has store schema 7; .* upgrade loopstate"):
         await SQLiteStore(path).list_runs()
 
 
