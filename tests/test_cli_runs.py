@@ -94,7 +94,7 @@ def test_decisions_from_the_shell_apply_at_resume_with_the_store_given_by_db(sh:
     resumed = sh.ok("resume", "run-1", "--agent", "shop:agent")
     assert "status: done" in resumed
     assert "answer: final: charged 5 | [The reviewer edited the arguments" in resumed
-    assert sh.charges() == ["charge 5", "charge 6"]
+    assert sorted(sh.charges()) == ["charge 5", "charge 6"]  # a batch runs concurrently
     assert not (sh.root / ".loopstate").exists()  # the agent's own default store is unused
     data = json.loads(sh.ok("runs", "show", "run-1", "--json"))
     decided = [t for t in data["transitions"] if t["event"] == "decided"]
