@@ -164,6 +164,9 @@ def dumps(record: dict[str, Any]) -> str:
 class Cassette:
     header: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
+    _turns: tuple[int, dict[int, dict[str, Any]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # (number of records it was built from, the turns): replay asks several times
 
     @classmethod
     def load(cls, path: str | Path) -> Cassette:
@@ -198,7 +201,9 @@ class Cassette:
 
     def model_turns(self) -> dict[int, dict[str, Any]]:
         """The last recorded turn of each step (a step repeated after a crash keeps its last),
-        each with its whole `request` rebuilt from the records before it."""
+        each with its whole `request` rebuilt from the records before it. Treat as read-only."""
+        if self._turns is not None and self._turns[0] == len(self.records):
+            return self._turns[1]
         turns: dict[int, dict[str, Any]] = {}
         messages: list[Any] = []
         tools: list[Any] = []
@@ -207,6 +212,7 @@ class Cassette:
             tools = record.get("tools", tools)
             request = {"messages": messages, "tools": tools, "tool_choice": record["tool_choice"]}
             turns[record["step"]] = {**record, "request": request}
+        self._turns = (len(self.records), turns)
         return turns
 
     def tool_results(self) -> dict[str, dict[str, Any]]:

@@ -4,6 +4,7 @@ side effects; stop at the first request that differs from the recording, and sho
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -141,5 +142,6 @@ def recorded_approver(cassette: Cassette) -> Any:
     return approver
 
 
+@functools.lru_cache(maxsize=256)  # building a pydantic model costs more than a replayed step
 def _any_arguments(name: str) -> Any:
     return create_model(f"{name}_replayed", __config__=ConfigDict(extra="allow"))
