@@ -39,6 +39,11 @@ _SECRET = re.compile(
     r"key|secret|passw|auth|header|cookie|credential|signature|(?<!max_)(?<!completion_)token",
     re.I,
 )
+# Environment variables are matched by whole name parts: GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY,
+# SSH_AUTH_SOCK, but not GIT_AUTHOR_NAME or TOKENIZERS_PARALLELISM.
+_SECRET_ENV = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)(_|$)", re.I
+)
 _URL_USER = re.compile(r"//[^/@\s]*@")
 _URL_SECRET = re.compile(r"([?&][^=&#]*(?:key|token|secret|sig|passw|auth)[^=&#]*=)[^&#]*", re.I)
 
@@ -142,8 +147,9 @@ def secret_values(settings: Mapping[str, Any], environ: Mapping[str, str]) -> li
         elif isinstance(value, str) and len(value) >= 8 and _SECRET.search(name):
             found.append(value)
 
-    for name, value in [*settings.items(), *environ.items()]:
+    for name, value in settings.items():
         walk(str(name), value)
+    found += [v for k, v in environ.items() if len(v) >= 8 and _SECRET_ENV.search(k)]
     return sorted(set(found), key=len, reverse=True)
 
 

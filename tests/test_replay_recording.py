@@ -126,3 +126,16 @@ async def test_a_new_run_starts_its_cassette_afresh_and_a_reused_recorder_record
     assert [r["first"] for r in tape_.of_kind("model")] == [0, 1]
     replayed = await replay(tape)
     assert replayed.output == "Second."
+
+
+def test_credentials_are_found_in_settings_and_the_environment_by_name() -> None:
+    from loopstate.engine.cassette import secret_values
+
+    environ = {"GITHUB_TOKEN": "ghp_0123456789", "AWS_SECRET_ACCESS_KEY": "aws-secret-1",
+               "GIT_AUTHOR_NAME": "Jane Smithson", "TOKENIZERS_PARALLELISM": "false-ish",
+               "SHORT_TOKEN": "abc"}  # fmt: skip
+    settings = {"api_key": "sk-0123456789", "extra_headers": {"X-Org": "org-123456789"},
+                "api_base": "http://127.0.0.1:8000/v1", "max_tokens": 64}  # fmt: skip
+    assert set(secret_values(settings, environ)) == {
+        "ghp_0123456789", "aws-secret-1", "sk-0123456789", "org-123456789",
+    }  # fmt: skip
