@@ -14,7 +14,7 @@ import uuid
 from typing import Protocol
 
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import RunBusy, RunNotFound
+from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
 from loopstate.engine.state import RunState
 
 DEFAULT_LEASE_S = 60.0
@@ -70,7 +70,7 @@ def summarize(state: RunState) -> RunSummary:
 
 class Store(Protocol):
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
-        """Store a new run and give `owner` its lease. Raises if the id exists."""
+        """Store a new run and give `owner` its lease. Raises `StoreError` if the id exists."""
 
     async def save(
         self,
@@ -84,7 +84,8 @@ class Store(Protocol):
     ) -> None:
         """Append messages[first_message:] and transitions[first_transition:], upsert the
         current batch's calls and the header, renew `owner`'s lease; all or nothing.
-        Raises `RunBusy` if another owner holds a live lease."""
+        Raises `RunBusy` if another owner holds a live lease, `RunNotFound` if the run
+        was never created."""
 
     async def load(self, run_id: str) -> RunState:
         """The run as last saved. Raises `RunNotFound`, or `StoreError` for corrupt data."""
@@ -113,7 +114,7 @@ class MemoryStore:
 
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         if state.run_id in self._runs:
-            raise ValueError(f"run {state.run_id} already exists")
+            raise StoreError(f"run {state.run_id} already exists")
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)
 
@@ -127,6 +128,8 @@ class MemoryStore:
         now: float,
         ttl: float,
     ) -> None:
+        if state.run_id not in self._runs:
+            raise RunNotFound(f"no run {state.run_id!r} in this store")
         self._check_lease(state.run_id, owner, now)
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)

@@ -104,8 +104,7 @@ async def test_creating_a_run_twice_is_refused(store) -> None:
     agent, _ = suspended_agent(store)
     await agent.run("go")
     state = await store.load("run-1")
-    # MemoryStore raises ValueError, SQLiteStore StoreError (see the report on issue 3)
-    with pytest.raises((ValueError, StoreError), match="run run-1 already exists"):
+    with pytest.raises(StoreError, match="run run-1 already exists"):
         await store.create(state, owner="a", now=1.0, ttl=30.0)
 
 
