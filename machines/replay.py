@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from loopstate.engine.cassette import Cassette
 from loopstate.engine.messages import Message, SystemMessage
 from loopstate.engine.replay import (
@@ -81,10 +83,11 @@ def replay_sync(
     return asyncio.run(replay(cassette, agent, prompt=prompt, live_tools=live_tools))
 
 
-def _opening(messages: list[dict[str, Any]], *, keep_system: bool) -> list[Message]:
-    from pydantic import TypeAdapter
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
-    parsed = TypeAdapter(list[Message]).validate_python(messages)
+
+def _opening(messages: list[dict[str, Any]], *, keep_system: bool) -> list[Message]:
+    parsed = _MESSAGES.validate_python(messages)
     return [m for m in parsed if keep_system or not isinstance(m, SystemMessage)]
 
 
