@@ -1,37 +1,53 @@
 """A real model server on 127.0.0.1 for tests: scripted replies over real HTTP.
 
-It speaks OpenAI chat completions (`POST /v1/chat/completions`) and Anthropic messages
-(`POST /v1/messages`), records every request (path, headers, JSON body) in order, and fails
-the request (HTTP 500) when its script runs out, so a test sees an unexpected call.
+It speaks OpenAI chat completions (`POST /v1/chat/completions` or `/chat/completions`) and
+Anthropic messages (`POST /v1/messages`), non-streaming. It records every request (path,
+lower-cased headers, parsed JSON body) in arrival order, answers with the next scripted reply,
+and fails the request (HTTP 500) when its script runs out, so a test sees an unexpected call.
+
+    with serve(tool_call_reply(("call_1", "read_file", {"path": "a"})), text_reply("Done.")) as s:
+        model = LiteLLMModel("openai/test-model", api_base=s.openai_base, api_key="k")
+        ...
+    assert [r.body["messages"] for r in s.requests] == ...
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
+
+Call = tuple[str, str, dict[str, Any] | str]
+"""One scripted tool call: `(id, name, arguments)`; a str is sent verbatim as the JSON text."""
 
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted assistant turn: text and/or tool calls `(id, name, arguments dict|str)`."""
+    """One scripted answer: an assistant turn, an HTTP error, or a dropped connection."""
 
     text: str | None = None
-    calls: tuple[tuple[str, str, dict[str, Any] | str], ...] = ()
+    calls: tuple[Call, ...] = ()
     status: int = 200
+    usage: tuple[int, int] = (11, 7)
+    """(prompt tokens, completion tokens)."""
+    delay: float = 0.0
+    """Seconds to wait before answering."""
+    drop: bool = False
+    """Close the connection without any response."""
 
 
-def text_reply(text: str) -> Reply:
-    return Reply(text=text)
+def text_reply(text: str, *, usage: tuple[int, int] = (11, 7)) -> Reply:
+    return Reply(text=text, usage=usage)
 
 
-def tool_call_reply(
-    *calls: tuple[str, str, dict[str, Any] | str], text: str | None = None
-) -> Reply:
+def tool_call_reply(*calls: Call, text: str | None = None) -> Reply:
     return Reply(text=text, calls=calls)
 
 
@@ -39,7 +55,15 @@ def error_reply(status: int = 500) -> Reply:
     return Reply(status=status)
 
 
-@dataclass
+def dropped_connection() -> Reply:
+    return Reply(drop=True)
+
+
+def delayed(reply: Reply, seconds: float) -> Reply:
+    return dataclasses.replace(reply, delay=seconds)
+
+
+@dataclass(frozen=True)
 class Recorded:
     path: str
     headers: dict[str, str]
@@ -49,17 +73,71 @@ class Recorded:
 
 @dataclass
 class ModelServer:
-    replies: list[Reply]
+    """The script and the record of one server; a context manager that runs it."""
+
+    replies: list[Reply] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     port: int = 0
+    _arrived: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    _httpd: ThreadingHTTPServer | None = field(default=None, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _next(self) -> Reply | None:
-        index = len(self.requests) - 1
-        return self.replies[index] if index < len(self.replies) else None
+    @property
+    def openai_base(self) -> str:
+        """The `api_base` for litellm's `openai/` provider (Anthropic's is `url`)."""
+        return f"{self.url}/v1"
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests]
+
+    def script(self, *replies: Reply) -> None:
+        """Append replies to the script."""
+        with self._arrived:
+            self.replies.extend(replies)
+
+    def record(self, request: Recorded) -> Reply | None:
+        """Record one request and take its reply (None: the script ran out)."""
+        with self._arrived:
+            self.requests.append(request)
+            self._arrived.notify_all()
+            index = len(self.requests) - 1
+            return self.replies[index] if index < len(self.replies) else None
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> None:
+        """Block until `count` requests have arrived; from async code, in a thread:
+        `await asyncio.to_thread(server.wait_for_requests, 1)`."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(f"{len(self.requests)} of {count} requests in {timeout} s")
+
+    def __enter__(self) -> Self:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        # A short poll interval: `shutdown` waits up to one interval (0.5 s by default).
+        serve = functools.partial(self._httpd.serve_forever, poll_interval=0.02)
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._httpd is not None
+        assert self._thread is not None
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+@contextmanager
+def serve(*replies: Reply) -> Iterator[ModelServer]:
+    """Run a model server on a free loopback port for the duration of the block."""
+    with ModelServer(list(replies)) as server:
+        yield server
 
 
 def _args(arguments: dict[str, Any] | str) -> str:
@@ -73,6 +151,7 @@ def openai_body(reply: Reply, model: str) -> dict[str, Any]:
             {"id": cid, "type": "function", "function": {"name": name, "arguments": _args(args)}}
             for cid, name, args in reply.calls
         ]
+    prompt, completion = reply.usage
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -85,7 +164,11 @@ def openai_body(reply: Reply, model: str) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply.calls else "stop",
             }
         ],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
     }
 
 
@@ -96,6 +179,7 @@ def anthropic_body(reply: Reply, model: str) -> dict[str, Any]:
     for cid, name, args in reply.calls:
         parsed = json.loads(args) if isinstance(args, str) else args
         content.append({"type": "tool_use", "id": cid, "name": name, "input": parsed})
+    prompt, completion = reply.usage
     return {
         "id": "msg_test",
         "type": "message",
@@ -104,8 +188,14 @@ def anthropic_body(reply: Reply, model: str) -> dict[str, Any]:
         "content": content,
         "stop_reason": "tool_use" if reply.calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": 11, "output_tokens": 7},
+        "usage": {"input_tokens": prompt, "output_tokens": completion},
     }
+
+
+def _error_body(anthropic: bool, status: int, message: str) -> dict[str, Any]:
+    if anthropic:
+        return {"type": "error", "error": {"type": "api_error", "message": message}}
+    return {"error": {"message": message, "type": "server_error", "code": status}}
 
 
 def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
@@ -114,42 +204,37 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             headers = {k.lower(): v for k, v in self.headers.items()}
-            server.requests.append(Recorded(self.path, headers, body))
-            reply = server._next()
-            if reply is None or reply.status != 200:
-                self._send(500 if reply is None else reply.status, {"error": {"message": "nope"}})
-                return
-            model = body.get("model", "test-model")
-            if self.path.rstrip("/").endswith("/messages"):
-                self._send(200, anthropic_body(reply, model))
+            reply = server.record(Recorded(self.path, headers, body))
+            path = self.path.split("?")[0].rstrip("/")
+            anthropic = path.endswith("/v1/messages")
+            if not anthropic and not path.endswith("/chat/completions"):
+                self._send(404, _error_body(False, 404, f"no route {self.path}"))
+            elif reply is None:
+                self._send(500, _error_body(anthropic, 500, "the test script has no more replies"))
             else:
-                self._send(200, openai_body(reply, model))
+                self._answer(reply, anthropic, body.get("model", "test-model"))
+
+        def _answer(self, reply: Reply, anthropic: bool, model: str) -> None:
+            time.sleep(reply.delay)
+            if reply.drop:
+                self.close_connection = True
+            elif reply.status != 200:
+                self._send(reply.status, _error_body(anthropic, reply.status, "scripted error"))
+            else:
+                self._send(200, (anthropic_body if anthropic else openai_body)(reply, model))
 
         def _send(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up first (a timeout or a cancellation under test)
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass
 
     return Handler
-
-
-@contextmanager
-def serve(*replies: Reply) -> Iterator[ModelServer]:
-    """Run a model server on a free loopback port for the duration of the block."""
-    state = ModelServer(list(replies))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
