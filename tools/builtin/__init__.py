@@ -2,12 +2,14 @@
 
 Tools that change the world (`write`, `edit`, `multi_edit`, `apply_patch`, `bash`) need
 approval by default; reading tools never ask. Toolsets by category: `read_only`, `editing`,
-`shell`, `web`; `all_tools` and `registry()` hold them all.
+`shell`, `web`; `all_tools` and `registry()` hold them all. Each tool reads the workspace from
+its `ToolContext` and refuses paths that leave it (see `workspace`).
 """
 
 from loopstate.engine.tool import Tool
-from loopstate.tools.builtin.editing import apply_patch, edit, multi_edit, write
+from loopstate.tools.builtin.editing import edit, multi_edit, write
 from loopstate.tools.builtin.files import glob, grep, list_dir, read
+from loopstate.tools.builtin.patching import apply_patch
 from loopstate.tools.builtin.shell import bash
 from loopstate.tools.builtin.todos import todo_read, todo_write
 from loopstate.tools.builtin.web import web_fetch
@@ -22,7 +24,7 @@ all_tools: list[Tool] = [*read_only, *editing, *shell, *web]
 
 
 def registry() -> ToolRegistry:
-    """Every built-in tool, selectable by name or category."""
+    """A new registry of every built-in tool, selectable by name or category."""
     return ToolRegistry(all_tools)
 
 

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from loopstate.engine.tool import ToolContext
+from loopstate.tools.builtin.fileio import read_text, split_lines
 from loopstate.tools.builtin.workspace import (
     ToolError,
     WorkspaceError,
-    read_text,
     relative,
     resolve,
+    resolve_file,
     root_of,
 )
 from loopstate.tools.decorator import tool
 
 MAX_LISTED = 500
+MAX_READ_CHARS = 18_000  # under the executor's 20,000 so the "read on" note is never cut
+MAX_LINE_CHARS = 2_000
+MAX_GREP_LINE_CHARS = 300
+# Searched only when a pattern names them: version-control internals and loopstate's own data.
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".loopstate"})
 
 
 @tool(category="read_only", idempotent=True)
@@ -29,12 +38,24 @@ def read(ctx: ToolContext[Any], path: str, offset: int = 1, limit: int = 2000) -
         offset: first line to show (1-based)
         limit: at most this many lines
     """
-    lines = read_text(_file(ctx, path)).splitlines()
+    root = root_of(ctx)
+    lines = split_lines(read_text(root, resolve_file(ctx, path)))
+    if not lines:
+        return "(empty file)"
     start = max(offset, 1) - 1
-    shown = lines[start : start + max(limit, 0)]
-    body = "\n".join(f"{start + i + 1:>6}\t{line}" for i, line in enumerate(shown))
+    if start >= len(lines):
+        raise ToolError(f"offset {offset} is past the end: {path} has {len(lines)} lines")
+    shown: list[str] = []
+    size = 0
+    for number, line in enumerate(lines[start : start + max(limit, 1)], start + 1):
+        if len(line) > MAX_LINE_CHARS:
+            line = f"{line[:MAX_LINE_CHARS]} [line cut: {len(line) - MAX_LINE_CHARS} more chars]"
+        size += len(line) + 8
+        if shown and size > MAX_READ_CHARS:
+            break
+        shown.append(f"{number:>6}\t{line}")
     rest = len(lines) - start - len(shown)
-    return body + (
+    return "\n".join(shown) + (
         f"\n[{rest} more lines; read on with offset={start + len(shown) + 1}]" if rest > 0 else ""
     )
 
@@ -57,59 +78,75 @@ def list_dir(ctx: ToolContext[Any], path: str = ".") -> str:
 
 @tool(category="read_only", idempotent=True)
 def glob(ctx: ToolContext[Any], pattern: str) -> str:
-    """Find files of the workspace by glob pattern, e.g. '**/*.py'.
+    """Find files of the workspace by glob pattern, e.g. '**/*.py'. Results are sorted paths
+    relative to the workspace.
 
     Args:
         pattern: a glob pattern relative to the workspace
     """
     root = root_of(ctx)
-    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
-        raise WorkspaceError(f"{pattern!r} reaches outside the workspace")
-    found = sorted(
-        relative(root, p) for p in root.glob(pattern) if _inside(root, p) and p.is_file()
-    )
+    found = [relative(root, p) for p in _files(root, pattern)]
     return _capped(found) if found else "no files match"
 
 
 @tool(category="read_only", idempotent=True)
-def grep(ctx: ToolContext[Any], pattern: str, include: str = "**/*", max_results: int = 100) -> str:
-    """Search text files of the workspace for a regular expression.
+def grep(
+    ctx: ToolContext[Any],
+    pattern: str,
+    include: str = "**/*",
+    max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
+    ignore_case: bool = False,
+) -> str:
+    """Search text files of the workspace for a regular expression; prints path:line: text.
 
     Args:
-        pattern: a Python regular expression
-        include: a glob pattern selecting the files to search
+        pattern: a Python regular expression, matched against each line
+        include: a glob pattern selecting the files to search, e.g. 'src/**/*.py'
         max_results: at most this many matching lines
+        ignore_case: match letters in either case
     """
     root = root_of(ctx)
     try:
-        regex = re.compile(pattern)
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as exc:
         raise ToolError(f"invalid regular expression: {exc}") from None
     hits: list[str] = []
-    for path in sorted(root.glob(include)):
-        if not (path.is_file() and _inside(root, path)):
-            continue
+    for path in _files(root, include):
         try:
-            text = read_text(path)
+            text = read_text(root, path)
         except (ToolError, OSError):
-            continue  # binary or unreadable files are not searched
-        for number, line in enumerate(text.splitlines(), 1):
+            continue  # binary, oversized or unreadable files are not searched
+        for number, line in enumerate(split_lines(text), 1):
             if regex.search(line):
-                hits.append(f"{relative(root, path)}:{number}: {line}")
+                hits.append(f"{relative(root, path)}:{number}: {line[:MAX_GREP_LINE_CHARS]}")
                 if len(hits) >= max_results:
                     return "\n".join(hits) + f"\n[stopped at {max_results} matches]"
     return "\n".join(hits) if hits else "no matches"
 
 
-def _file(ctx: ToolContext[Any], path: str) -> Path:
-    target = resolve(ctx, path)
-    if target.is_dir():
-        raise ToolError(f"{path} is a directory: use list_dir")
-    return target
+def _files(root: Path, pattern: str) -> Iterator[Path]:
+    """Regular files matching `pattern` inside the workspace, sorted."""
+    parts = Path(pattern).parts
+    if Path(pattern).is_absolute() or ".." in parts:
+        raise WorkspaceError(f"{pattern!r} reaches outside the workspace")
+    try:
+        matches = sorted(root.glob(pattern))
+    except ValueError as exc:
+        raise ToolError(f"invalid glob pattern {pattern!r}: {exc}") from None
+    named = SKIPPED_DIRS.intersection(parts)
+    for path in matches:
+        rel = path.relative_to(root).parts
+        if SKIPPED_DIRS.intersection(rel[:-1]) - named:
+            continue
+        if path.is_file() and _inside(root, path):
+            yield path
 
 
 def _inside(root: Path, path: Path) -> bool:
-    return path.resolve().is_relative_to(root)
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # a symlink loop is not a file of the workspace
+        return False
 
 
 def _capped(names: list[str]) -> str:

@@ -1,17 +1,15 @@
 """Workspace confinement: every path a tool touches resolves inside the workspace root.
 
 Refused, each with a clear error: `..` escapes, absolute paths outside the root, symlinks
-that lead outside, and anything that is not a regular file or directory (devices, FIFOs,
-sockets). Files are opened with `O_NOFOLLOW` after resolution, so a symlink swapped in
-between the check and the open is refused too; writes go to a temporary file that replaces
-the target atomically.
+(dangling ones too) that lead outside, symlink loops, and anything that is not a regular file
+or directory (devices, FIFOs, sockets). `fileio` then opens the resolved path component by
+component with `O_NOFOLLOW`, so a symlink swapped in after this check is refused as well.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,13 @@ class WorkspaceError(ToolError):
 
 
 def root_of(ctx: ToolContext[Any]) -> Path:
+    """The run's workspace, resolved; a clear error when the agent has none."""
     if ctx.workspace is None:
         raise ToolError("this agent has no workspace: create it with Agent(workspace=...)")
-    root = Path(ctx.workspace).resolve(strict=True)
+    try:
+        root = Path(ctx.workspace).resolve(strict=True)
+    except OSError:
+        raise ToolError(f"the workspace {ctx.workspace} does not exist") from None
     if not root.is_dir():
         raise ToolError(f"the workspace {root} is not a directory")
     return root
@@ -41,45 +43,37 @@ def resolve(ctx: ToolContext[Any], path: str, *, must_exist: bool = True) -> Pat
     root = root_of(ctx)
     if "\x00" in path:
         raise WorkspaceError("a path cannot contain NUL bytes")
-    target = (root / path).resolve()  # follows every symlink that exists
+    if not path.strip():
+        raise ToolError("the path is empty")
+    try:
+        target = (root / path).resolve()  # follows every symlink, dangling ones included
+    except RuntimeError:  # Python 3.11 reports a symlink loop this way
+        raise WorkspaceError(f"{path!r} is a symlink loop") from None
+    except OSError as exc:
+        raise ToolError(f"{path!r} cannot be resolved: {exc.strerror}") from None
     if not target.is_relative_to(root):
         raise WorkspaceError(f"{path!r} is outside the workspace")
-    if not os.path.lexists(target):
+    try:
+        mode = os.stat(target, follow_symlinks=False).st_mode
+    except FileNotFoundError:
         if must_exist:
-            raise ToolError(f"{relative(root, target)} does not exist")
+            raise ToolError(f"{relative(root, target)} does not exist") from None
         return target
-    mode = os.stat(target, follow_symlinks=False).st_mode
+    except OSError as exc:
+        raise ToolError(f"{relative(root, target)}: {exc.strerror}") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise WorkspaceError(f"{relative(root, target)} is not a regular file or directory")
     return target
 
 
+def resolve_file(ctx: ToolContext[Any], path: str, *, must_exist: bool = True) -> Path:
+    """Like `resolve`, and refuse a directory where a file is expected."""
+    target = resolve(ctx, path, must_exist=must_exist)
+    if target.is_dir():
+        raise ToolError(f"{relative(root_of(ctx), target)} is a directory, not a file")
+    return target
+
+
 def relative(root: Path, path: Path) -> str:
+    """`path` as the model should see it: relative to the workspace, with forward slashes."""
     return path.relative_to(root).as_posix() or "."
-
-
-def read_text(path: Path) -> str:
-    """A regular file's text, opened without following a symlink at the last step."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise WorkspaceError(f"{path.name} is not a regular file")
-        data = f.read()
-    if b"\x00" in data[:8192]:
-        raise ToolError(f"{path.name} is a binary file")
-    return data.decode("utf-8", errors="replace")
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write atomically: a temporary file in the same directory replaces the target."""
-    if path.is_dir():
-        raise ToolError(f"{path.name} is a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,0 +1,111 @@
+"""`bash` with real subprocesses: workspace, argv, timeouts that kill the group, output caps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from builtin_support import invoke
+from pydantic import ValidationError
+
+from loopstate.tools.builtin import ToolError, bash
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+async def gone(pid: int) -> bool:
+    for _ in range(40):
+        if not alive(pid):
+            return True
+        await asyncio.sleep(0.025)
+    return False
+
+
+async def test_bash_runs_in_the_workspace_and_reports_the_exit_code(tmp_path: Path) -> None:
+    (tmp_path / "marker.txt").write_text("x")
+    out = await invoke(bash, tmp_path, command="ls; pwd; echo oops >&2; exit 3")
+    assert out.splitlines() == ["exit code 3", "marker.txt", str(tmp_path.resolve()), "oops"]
+
+
+async def test_the_command_reaches_bash_as_one_argument_unchanged(tmp_path: Path) -> None:
+    # Were the library to wrap the command in another shell string, the unbalanced quotes
+    # and the expansions below would come out differently.
+    out = await invoke(bash, tmp_path, command="""printf '%s|' "a'b" '$HOME' "$0" """)
+    assert out == "exit code 0\na'b|$HOME|/bin/bash|"
+
+
+async def test_a_timeout_kills_the_whole_group_even_a_child_ignoring_sigterm(
+    tmp_path: Path,
+) -> None:
+    command = (
+        "echo started; "
+        "bash -c 'trap \"\" TERM; echo $$ > child.pid; while true; do sleep 0.05; done' & wait"
+    )
+    started = time.monotonic()
+    with pytest.raises(ToolError, match=r"timed out after 0\.5 s.*killed.*\nstarted"):
+        await invoke(bash, tmp_path, command=command, timeout=0.5)
+    assert time.monotonic() - started < 1.5
+    assert await gone(int((tmp_path / "child.pid").read_text()))
+
+
+async def test_background_jobs_end_with_the_command_instead_of_holding_it(
+    tmp_path: Path,
+) -> None:
+    started = time.monotonic()
+    out = await invoke(bash, tmp_path, command="sleep 30 & echo $! > bg.pid; echo done", timeout=5)
+    assert out == "exit code 0\ndone\n"
+    assert time.monotonic() - started < 2
+    assert await gone(int((tmp_path / "bg.pid").read_text()))
+
+
+async def test_cancelling_the_call_kills_the_command(tmp_path: Path) -> None:
+    call = asyncio.create_task(invoke(bash, tmp_path, command="echo $$ > sh.pid; sleep 30"))
+    pidfile = tmp_path / "sh.pid"
+    for _ in range(200):  # the shell writes its pid first thing
+        if pidfile.exists() and pidfile.read_text():
+            break
+        await asyncio.sleep(0.01)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await gone(int(pidfile.read_text()))
+
+
+async def test_bash_output_keeps_its_start_and_end_with_a_note(tmp_path: Path) -> None:
+    command = "echo FIRST; head -c 100000 /dev/zero | tr '\\0' x; echo; echo LAST"
+    out = await invoke(bash, tmp_path, command=command)
+    assert out.startswith("exit code 0\nFIRST\n")
+    assert out.endswith("x\nLAST\n")
+    assert "\n[output cut: 70012 of 100012 bytes omitted here]\n" in out
+    assert len(out) < 30_100
+
+
+async def test_credential_variables_do_not_reach_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-do-not-leak")
+    monkeypatch.setenv("LOOPSTATE_PLAIN", "visible")
+    out = await invoke(bash, tmp_path, command="env")
+    assert "do-not-leak" not in out
+    assert "LOOPSTATE_PLAIN=visible" in out
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 601])
+def test_a_timeout_out_of_range_is_refused(timeout: float) -> None:
+    with pytest.raises(ValidationError):
+        bash.validate({"command": "true", "timeout": timeout})
+
+
+async def test_an_empty_command_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="empty"):
+        await invoke(bash, tmp_path, command="  ")
