@@ -125,8 +125,6 @@ class Runner:
         self.log = base.bind(run_id=state.run_id)
         self._log_debug = _enabled(self.log, logging.DEBUG)
         self._log_info = _enabled(self.log, logging.INFO)
-        self._saved_messages = len(state.messages)
-        self._saved_transitions = len(state.transitions)
         self._definitions = tuple(t.definition for t in config.tools.values())
         self._unannounced: list[Transition] = []
         self._unsaved_results = 0
@@ -420,14 +418,10 @@ class Runner:
         state = self.state
         await self.config.store.save(
             state,
-            first_message=self._saved_messages,
-            first_transition=self._saved_transitions,
             owner=self.config.owner,
             now=self.config.clock(),
             ttl=self.config.lease_s,
         )
-        self._saved_messages = len(state.messages)
-        self._saved_transitions = len(state.transitions)
         announce, self._unannounced = self._unannounced, []
         for transition in announce:
             await self._emit(

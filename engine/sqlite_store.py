@@ -96,16 +96,7 @@ class SQLiteStore:
                 raise StoreError(f"run {state.run_id} already exists in {self.path}") from None
             self._append(db, state, 0, 0)
 
-    async def save(
-        self,
-        state: RunState,
-        *,
-        first_message: int,
-        first_transition: int,
-        owner: str,
-        now: float,
-        ttl: float,
-    ) -> None:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         update = (
             "UPDATE runs SET machine = ?, state = ?, status = ?, steps = ?, pending = ?, "
             "created_at = ?, updated_at = ?, stop_reason = ?, header = ?, "
@@ -113,13 +104,42 @@ class SQLiteStore:
         )
         values = (*_summary_columns(state)[1:], _header(state), owner, now + ttl, state.run_id)
         with self._transaction() as db:
-            # Fast path: the lease is ours, free or expired. Otherwise the full check decides
-            # (it may find the holder's process dead) and raises if the run is busy.
-            fenced = f"{update} AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)"
-            if db.execute(fenced, (*values, owner, now)).rowcount == 0:
-                self._check_lease(db, state.run_id, owner, now)
-                db.execute(update, values)
-            self._append(db, state, first_message, first_transition)
+            row = db.execute(
+                "SELECT lease_owner, lease_until, json_extract(header, '$.message_count'), "
+                "json_extract(header, '$.transition_count') FROM runs WHERE run_id = ?",
+                (state.run_id,),
+            ).fetchone()
+            if row is None:
+                raise RunNotFound(f"no run {state.run_id!r} in {self.path}")
+            holder, until, messages, transitions = row
+            if lease_is_live(holder, until, owner=owner, now=now):
+                raise RunBusy(
+                    f"run {state.run_id} is busy: {holder} holds it for {until - now:.1f} s more"
+                )
+            if messages is None or transitions is None:  # a header from before the counts
+                messages, transitions = self._counts(db, state.run_id)
+            if len(state.messages) < messages or len(state.transitions) < transitions:
+                raise StoreError(
+                    f"run {state.run_id}: refusing to rewrite stored history in {self.path} "
+                    f"({len(state.messages)} messages and {len(state.transitions)} transitions "
+                    f"given, {messages} and {transitions} stored)"
+                )
+            db.execute(update, values)
+            self._append(db, state, messages, transitions)
+
+    async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
+        with self._transaction() as db:
+            renewed = db.execute(
+                "UPDATE runs SET lease_owner = ?, lease_until = ? WHERE run_id = ? "
+                "AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)",
+                (owner, now + ttl, run_id, owner, now),
+            )
+            if renewed.rowcount == 0:
+                self._check_lease(db, run_id, owner, now)  # raises unless the holder is dead
+                db.execute(
+                    "UPDATE runs SET lease_owner = ?, lease_until = ? WHERE run_id = ?",
+                    (owner, now + ttl, run_id),
+                )
 
     async def load(self, run_id: str) -> RunState:
         db = self._connect()
@@ -245,6 +265,16 @@ class SQLiteStore:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._connect())
 
+    @staticmethod
+    def _counts(db: sqlite3.Connection, run_id: str) -> tuple[int, int]:
+        (messages,) = db.execute(
+            "SELECT COUNT(*) FROM messages WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        (transitions,) = db.execute(
+            "SELECT COUNT(*) FROM transitions WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return int(messages), int(transitions)
+
     def _check_lease(self, db: sqlite3.Connection, run_id: str, owner: str, now: float) -> None:
         row = db.execute(
             "SELECT lease_owner, lease_until FROM runs WHERE run_id = ?", (run_id,)
@@ -272,8 +302,8 @@ class SQLiteStore:
                 ),
             )
         except sqlite3.IntegrityError as exc:
-            # Messages and transitions are append-only: a save that would rewrite one is a bug
-            # in its caller (a stale `first_message`), never something to paper over.
+            # Messages and transitions are append-only: a row already there means two writers
+            # raced past the lease, never something to paper over.
             raise StoreError(
                 f"run {run_id}: refusing to rewrite stored history in {self.path} ({exc})"
             ) from None

@@ -2,8 +2,9 @@
 
 A store keeps each run as a small header, plus append-only messages and transitions, plus the
 call records (upserted: the current batch's change as they are decided and run). `save` writes
-only what is new since the indices it is given, in one atomic step, and renews the writer's
-lease: a process that lost its lease cannot write (fencing).
+only what is new since the store last saw the run (a store knows how many messages and
+transitions it holds), in one atomic step, and renews the writer's lease: a process that lost
+its lease cannot write (fencing). A long effect keeps its lease with `renew`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ def lease_is_live(holder: str | None, until: float, *, owner: str, now: float) -
     return True
 
 
+def check_append_only(stored: RunState, messages: int, transitions: int) -> None:
+    """Refuse a save that holds fewer messages or transitions than are stored: history is
+    append-only, and a shorter one comes from a writer that missed someone else's save."""
+    if messages < len(stored.messages) or transitions < len(stored.transitions):
+        raise StoreError(
+            f"run {stored.run_id}: refusing to rewrite stored history "
+            f"({messages} messages and {transitions} transitions given, "
+            f"{len(stored.messages)} and {len(stored.transitions)} stored)"
+        )
+
+
 class RunSummary(Frozen):
     run_id: str
     machine: str
@@ -72,20 +84,16 @@ class Store(Protocol):
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         """Store a new run and give `owner` its lease. Raises `StoreError` if the id exists."""
 
-    async def save(
-        self,
-        state: RunState,
-        *,
-        first_message: int,
-        first_transition: int,
-        owner: str,
-        now: float,
-        ttl: float,
-    ) -> None:
-        """Append messages[first_message:] and transitions[first_transition:], upsert the
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        """Append the messages and transitions the store does not hold yet, upsert the
         current batch's calls and the header, renew `owner`'s lease; all or nothing.
         Raises `RunBusy` if another owner holds a live lease, `RunNotFound` if the run
-        was never created."""
+        was never created, `StoreError` if `state` has fewer messages or transitions than
+        are stored (history is append-only)."""
+
+    async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
+        """Extend `owner`'s lease while it works (e.g. during a long tool); `RunBusy` if
+        another owner took it over, `RunNotFound` if there is no such run."""
 
     async def load(self, run_id: str) -> RunState:
         """The run as last saved. Raises `RunNotFound`, or `StoreError` for corrupt data."""
@@ -118,21 +126,19 @@ class MemoryStore:
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)
 
-    async def save(
-        self,
-        state: RunState,
-        *,
-        first_message: int,
-        first_transition: int,
-        owner: str,
-        now: float,
-        ttl: float,
-    ) -> None:
-        if state.run_id not in self._runs:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        stored = self._runs.get(state.run_id)
+        if stored is None:
             raise RunNotFound(f"no run {state.run_id!r} in this store")
         self._check_lease(state.run_id, owner, now)
+        check_append_only(stored, len(state.messages), len(state.transitions))
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)
+
+    async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
+        await self.load(run_id)
+        self._check_lease(run_id, owner, now)
+        self._leases[run_id] = (owner, now + ttl)
 
     async def load(self, run_id: str) -> RunState:
         try:

@@ -44,8 +44,6 @@ async def queue_decision(
         state = state.evolve(inbox=(*state.inbox, queued))
         await store.save(
             state,
-            first_message=len(state.messages),
-            first_transition=len(state.transitions),
             owner=owner,
             now=clock(),
             ttl=DEFAULT_LEASE_S,
@@ -92,9 +90,7 @@ async def _abort_flow(
         updated_at=now,
     )
     try:
-        await store.save(ended, first_message=len(state.messages),
-                         first_transition=len(state.transitions), owner=owner, now=now,
-                         ttl=DEFAULT_LEASE_S)  # fmt: skip
+        await store.save(ended, owner=owner, now=now, ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(state.run_id, owner=owner)
     return RunResult.of(ended)

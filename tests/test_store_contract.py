@@ -9,6 +9,7 @@ import pytest
 from support import make_tools
 
 from loopstate import Agent, MemoryStore, RunBusy, RunNotFound, ScriptedModel, StoreError
+from loopstate.engine.messages import UserMessage
 from loopstate.engine.scripted import call, calls
 from loopstate.engine.sqlite_store import SQLiteStore
 from loopstate.engine.state import RunState
@@ -50,9 +51,10 @@ async def test_a_live_lease_of_another_owner_makes_the_run_busy(store) -> None:
     with pytest.raises(RunBusy, match="run run-1 is busy"):
         await store.acquire("run-1", owner="b", now=110.0, ttl=30.0)
     state = await store.load("run-1")
-    counts = {"first_message": len(state.messages), "first_transition": len(state.transitions)}
     with pytest.raises(RunBusy):
-        await store.save(state, **counts, owner="b", now=110.0, ttl=30)
+        await store.save(state, owner="b", now=110.0, ttl=30)
+    with pytest.raises(RunBusy):
+        await store.renew("run-1", owner="b", now=110.0, ttl=30)
     # expired: another owner may take it; released: likewise
     assert (await store.acquire("run-1", owner="b", now=131.0, ttl=30.0)).run_id == "run-1"
     await store.release("run-1", owner="b")
@@ -117,8 +119,7 @@ async def test_a_released_lease_lets_another_owner_save(store) -> None:
         await store.acquire("run-1", owner="b", now=101.0, ttl=30.0)
     await store.release("run-1", owner="a")
     ended = state.evolve(state="aborted", stop_reason="test", updated_at=102.0)
-    counts = {"first_message": len(state.messages), "first_transition": len(state.transitions)}
-    await store.save(ended, **counts, owner="b", now=102.0, ttl=30.0)
+    await store.save(ended, owner="b", now=102.0, ttl=30.0)
     assert (await store.load("run-1")).status == "aborted"
 
 
@@ -173,14 +174,39 @@ async def test_a_corrupt_listing_column_is_a_store_error_naming_the_run(tmp_path
         await SQLiteStore(path).list_runs()
 
 
-async def test_a_save_that_would_rewrite_a_stored_message_is_refused(tmp_path: Path) -> None:
-    path = await seeded(tmp_path)
-    store = SQLiteStore(path)
+async def test_a_save_of_a_shorter_history_than_stored_is_refused(store) -> None:
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
     state = await store.load("run-1")
-    with pytest.raises(StoreError, match="run run-1: refusing to rewrite stored history"):
-        await store.save(state, first_message=0, first_transition=len(state.transitions),
-                         owner="a", now=1.0, ttl=30.0)  # fmt: skip
+    for stale in (
+        state.evolve(messages=state.messages[:-1]),
+        state.evolve(transitions=state.transitions[:-1]),
+    ):
+        with pytest.raises(StoreError, match="run run-1: refusing to rewrite stored history"):
+            await store.save(stale, owner="a", now=1.0, ttl=30.0)
     assert await store.load("run-1") == state
+
+
+async def test_a_save_appends_only_what_the_store_does_not_hold(store) -> None:
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    state = await store.load("run-1")
+    grown = state.evolve(messages=(*state.messages, UserMessage(content="more")))
+    await store.save(grown, owner="a", now=1.0, ttl=30.0)
+    await store.save(grown, owner="a", now=2.0, ttl=30.0)  # nothing new: nothing appended
+    assert (await store.load("run-1")).messages == grown.messages
+
+
+async def test_renewing_keeps_the_lease_past_its_first_expiry(store) -> None:
+    agent, _ = suspended_agent(store)
+    await agent.run("go")
+    await store.acquire("run-1", owner="a", now=100.0, ttl=30.0)
+    await store.renew("run-1", owner="a", now=125.0, ttl=30.0)
+    with pytest.raises(RunBusy):
+        await store.acquire("run-1", owner="b", now=140.0, ttl=30.0)  # past 130: still a's
+    assert (await store.acquire("run-1", owner="b", now=156.0, ttl=30.0)).run_id == "run-1"
+    with pytest.raises(RunNotFound):
+        await store.renew("ghost", owner="a", now=1.0, ttl=30.0)
 
 
 async def test_a_corrupt_message_row_is_a_clear_error_naming_the_run(tmp_path: Path) -> None:

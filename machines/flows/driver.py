@@ -68,7 +68,6 @@ class FlowDriver:
         self.owner = owner
         self.machine = cast(FlowEvents, config.machine(start_value=state.phase))
         self.events: list[Event] = []
-        self._saved = (len(state.messages), len(state.transitions))
         self._unannounced: list[Transition] = []
         self._runner: Runner | None = None
 
@@ -159,7 +158,6 @@ class FlowDriver:
             await runner.drive()
         self.state = runner.state
         self.events.extend(e for e in runner.events if e.kind != "run_finished")
-        self._saved = (len(self.state.messages), len(self.state.transitions))
 
     def _fold(self, bound: BoundPhase) -> str | None:
         """Fold the turn's successful calls into the data; the reason the phase failed when it
@@ -279,16 +277,12 @@ class FlowDriver:
 
     async def _save(self) -> None:
         state, now = self.state, self.config.clock()
-        first_message, first_transition = self._saved
         await self.config.store.save(
             state,
-            first_message=first_message,
-            first_transition=first_transition,
             owner=self.owner,
             now=now,
             ttl=self.config.lease_s,
         )
-        self._saved = (len(state.messages), len(state.transitions))
         announce, self._unannounced = self._unannounced, []
         for t in announce:
             fields = t.model_dump(exclude={"at"})
