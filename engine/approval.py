@@ -7,9 +7,10 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from loopstate.engine.data import Frozen
+from loopstate.engine.errors import DecisionError
 
 
 class Approve(Frozen):
@@ -77,3 +78,23 @@ def arguments_digest(tool: str, arguments: Any) -> str:
     """A short stable digest of a call's tool and arguments (canonical JSON, SHA-256)."""
     canonical = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+_DECISION: Any = None
+
+
+def as_decision(value: Any) -> Decision:
+    """A `Decision` from a decision object or its JSON form (`{"kind": "approve"}`);
+    `DecisionError` for anything else."""
+    if isinstance(value, Approve | Deny | Edit | Abort):
+        return value
+    global _DECISION
+    if _DECISION is None:
+        from pydantic import TypeAdapter
+
+        _DECISION = TypeAdapter(Decision)
+    try:
+        decision: Decision = _DECISION.validate_python(value)
+    except ValidationError as exc:
+        raise DecisionError(f"{value!r} is not a decision: {exc.errors()[0]['msg']}") from None
+    return decision

@@ -83,11 +83,20 @@ class ToolApproval(_Event):
     reason: str | None = None
 
 
+class DecisionRefused(_Event):
+    """A decision queued on a suspended run was refused when applied; it was dropped and the
+    call is still pending."""
+
+    kind: Literal["decision_refused"] = "decision_refused"
+    call_id: str
+    actor: str
+    reason: str
+
+
 class ToolStarted(_Event):
     kind: Literal["tool_started"] = "tool_started"
     call_id: str
     tool: str
-    attempt: int = 1
 
 
 class ToolFinished(_Event):
@@ -108,6 +117,7 @@ Event = Annotated[
     | ModelResponded
     | ApprovalRequested
     | ToolApproval
+    | DecisionRefused
     | ToolStarted
     | ToolFinished,
     Field(discriminator="kind"),

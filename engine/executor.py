@@ -57,7 +57,13 @@ class Executor:
             return record
         if self.auto_approve:
             return record.model_copy(update={"reason": reason, "decided_by": "auto_approve"})
-        return record.model_copy(update={"status": "awaiting", "reason": reason})
+        return record.model_copy(
+            update={
+                "status": "awaiting",
+                "reason": reason,
+                "parameters": tool.definition.parameters,
+            }
+        )
 
     def recover(self, record: CallRecord, *, ask_again: bool) -> CallRecord:
         """A call found `running` after its process died: re-run it if its tool is idempotent;

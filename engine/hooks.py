@@ -74,10 +74,6 @@ class HookChain(Hooks):
             name: tuple(h for h in flat if _overrides(h, name)) for name in _METHODS
         }
 
-    def wants(self, name: str) -> bool:
-        """Whether any hook overrides `name` (so callers can skip building its arguments)."""
-        return bool(self._by_method[name])
-
     async def _each(self, name: str, *args: Any) -> None:
         for h in self._by_method[name]:
             await getattr(h, name)(*args)

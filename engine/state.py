@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from loopstate.engine.approval import ApprovalRequest, Decision
 from loopstate.engine.data import Frozen
+from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Usage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: a flow's position moved from four top-level fields into `flow` (1 still loads)."""
 
 CallStatus = Literal[
     "invalid",  # unknown tool or bad arguments: never runs, the model is told why
@@ -28,7 +30,9 @@ CallStatus = Literal[
     "interrupted",  # was running when its process died; outcome unknown
 ]
 
-_ENDED = ("done", "failed", "aborted")
+ENDED = ("done", "failed", "aborted")
+"""The final states of every machine loopstate drives (checked when a machine is built)."""
+_ENDED = ENDED
 
 RunStatus = Literal["running", "awaiting_approval", "awaiting_input", "done", "failed", "aborted"]
 
@@ -51,6 +55,30 @@ class CallRecord(Frozen):
     result: str | None = None
     """The text the model will see; held until the batch's tool messages are appended."""
     attempts: int = 0
+    parameters: dict[str, Any] | None = None
+    """The tool's JSON schema, kept while the call awaits a decision: an edit recorded by a
+    process that does not have the tool (the CLI) is validated against it."""
+
+    def check_edit(self, arguments: Any) -> None:
+        """Refuse (`DecisionError`) edited arguments that do not fit the tool's schema."""
+        if not isinstance(arguments, dict):
+            raise DecisionError(
+                f"edit for call {self.call_id} ({self.tool}) refused: arguments must be a "
+                f"JSON object, not {type(arguments).__name__}"
+            )
+        if self.parameters is None:
+            return
+        import jsonschema
+
+        errors = sorted(
+            jsonschema.Draft202012Validator(self.parameters).iter_errors(arguments),
+            key=lambda e: list(e.absolute_path),
+        )
+        if errors:
+            shown = "; ".join(
+                f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors
+            )
+            raise DecisionError(f"edit for call {self.call_id} ({self.tool}) refused: {shown}")
 
     @property
     def executed_arguments(self) -> dict[str, Any] | None:
@@ -89,12 +117,42 @@ class QueuedDecision(Frozen):
     at: float
 
 
+class FlowPosition(Frozen):
+    """Where a flow run stands: its phase (a state of the flow's machine) and what it has
+    collected. A plain agent run has none."""
+
+    phase: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    """What the flow has collected so far (JSON values): tool results and structured outputs."""
+    phase_step: int = 0
+    """The run's `steps` when the phase was entered (its step budget counts from here)."""
+    folded_calls: int = 0
+    """Calls before this index have been folded into `data`."""
+    awaiting_input: bool = False
+    """The phase's loop ended and the phase waits for the user's next message."""
+
+    def status(self, loop_state: str) -> RunStatus | None:
+        """The flow's own statuses: waiting for the user; running between phases (its loop
+        has ended but the run goes on)."""
+        if self.awaiting_input:
+            return "awaiting_input"
+        if loop_state in _ENDED and self.phase not in _ENDED:
+            return "running"
+        return None
+
+
+_FLOW_FIELDS = ("phase", "data", "phase_step", "folded_calls")
+
+
 class RunState(Frozen):
+    """Everything a run is, apart from its machine object: stored, resumed, replayed."""
+
     schema_version: int = SCHEMA_VERSION
     run_id: str
     machine: str = "agent"
     machine_version: int = 1
     state: str = "idle"
+    """The agent loop's state (in a flow, the current phase's loop)."""
     messages: tuple[Message, ...] = ()
     transitions: tuple[Transition, ...] = ()
     calls: tuple[CallRecord, ...] = ()
@@ -111,16 +169,26 @@ class RunState(Frozen):
     inbox: tuple[QueuedDecision, ...] = ()
     """Decisions recorded while suspended, not yet applied."""
     metadata: dict[str, Any] = Field(default_factory=dict)
-    phase: str | None = None
-    """A flow run's phase (the state of its flow machine); None for a plain agent run, whose
-    `state` is all there is. In a flow run, `state` is the agent loop's state in the phase,
-    or `awaiting_input` while the phase waits for the user's next message."""
-    data: dict[str, Any] = Field(default_factory=dict)
-    """What a flow has collected so far (JSON values): tool results and structured outputs."""
-    phase_step: int = 0
-    """`steps` when the current phase was entered (a phase's step budget counts from here)."""
-    folded_calls: int = 0
-    """Calls before this index have been folded into `data`."""
+    flow: FlowPosition | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, value: Any) -> Any:
+        """Schema 1 kept a flow's position in four top-level fields."""
+        if isinstance(value, dict) and any(k in value for k in _FLOW_FIELDS):
+            value = dict(value)
+            old = {k: value.pop(k) for k in _FLOW_FIELDS if k in value}
+            if old.get("phase") is not None:
+                value["flow"] = old
+                if value.get("state") == "awaiting_input":
+                    value["state"], old["awaiting_input"] = "done", True
+            value["schema_version"] = SCHEMA_VERSION
+        return value
+
+    @property
+    def phase(self) -> str | None:
+        """A flow run's phase; None for a plain agent run."""
+        return None if self.flow is None else self.flow.phase
 
     @property
     def batch(self) -> tuple[CallRecord, ...]:
@@ -128,14 +196,17 @@ class RunState(Frozen):
 
     @property
     def status(self) -> RunStatus:
-        if self.phase is not None and self.state in _ENDED and self.phase not in _ENDED:
-            return "running"  # a flow between phases: its phase's loop ended, the flow has not
-        if self.state in _ENDED or self.state in ("awaiting_approval", "awaiting_input"):
+        if self.flow is not None and (status := self.flow.status(self.state)) is not None:
+            return status
+        if self.state in _ENDED or self.state == "awaiting_approval":
             return self.state  # type: ignore[return-value]
         return "running"
 
     @property
     def pending(self) -> list[ApprovalRequest]:
+        """The calls waiting for a decision (none once the run has ended)."""
+        if self.state in _ENDED:
+            return []
         return [c.request() for c in self.batch if c.status == "awaiting"]
 
     def replace_call(self, record: CallRecord) -> RunState:

@@ -32,7 +32,6 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT
     workspace: Path | None = None
     log: Any = field(default_factory=lambda: get_logger("loopstate.tool"))
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def idempotency_key(self) -> str:

@@ -32,15 +32,15 @@ from loopstate.engine.messages import (
     UserMessage,
 )
 from loopstate.engine.model import Model, ModelRequest, ModelResponse, ToolDefinition, Usage
+from loopstate.engine.options import StopCondition
 from loopstate.engine.result import RunResult
-from loopstate.engine.runner import StopCondition
 from loopstate.engine.scripted import ScriptedModel, Turn
 from loopstate.engine.sqlite_store import SQLiteStore
 from loopstate.engine.state import CallRecord, RunState, Transition
 from loopstate.engine.store import MemoryStore, RunSummary, Store
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent import Agent
-from loopstate.machines.agent_loop import AgentLoop
+from loopstate.machines.agent.loop import AgentLoop
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from loopstate.machines.agent_loop import AgentLoop
+from loopstate.machines.agent.loop import AgentLoop
 
 
 class _Shipped(Mapping[str, type]):
@@ -13,7 +13,7 @@ class _Shipped(Mapping[str, type]):
     flows load on first use, so `import loopstate` does not pay for them."""
 
     _paths: ClassVar[dict[str, tuple[str, str]]] = {
-        "agent": ("loopstate.machines.agent_loop", "AgentLoop"),
+        "agent": ("loopstate.machines.agent.loop", "AgentLoop"),
         "coaching": ("loopstate.machines.coaching", "CoachingFlow"),
     }
 

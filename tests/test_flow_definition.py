@@ -8,6 +8,7 @@ import pytest
 
 from loopstate import DefinitionError, MemoryStore, RunState, ScriptedModel
 from loopstate.engine.scripted import call
+from loopstate.engine.state import FlowPosition
 from loopstate.machines.coaching import PHASES, CoachingFlow
 from loopstate.machines.flows import Flow, Phase, has_tool_call, step_count_is
 from loopstate.machines.flows.phase import BoundPhase
@@ -70,7 +71,7 @@ def test_models_route_by_phase_then_phase_model_then_default() -> None:
 
 
 def test_stop_conditions_look_at_the_latest_batch_and_the_phases_steps() -> None:
-    state = RunState(run_id="r", steps=7, phase_step=5)
+    state = RunState(run_id="r", steps=7, flow=FlowPosition(phase="p", phase_step=5))
     assert step_count_is(2)(state) == "step_count_is(2)"
     assert step_count_is(3)(state) is None
     assert has_tool_call("set_goal")(state) is None

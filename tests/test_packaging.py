@@ -22,8 +22,8 @@ def test_a_wheel_built_from_the_repo_imports_in_a_clean_virtualenv(tmp_path: Pat
     )  # fmt: skip
     (wheel,) = dist.glob("loopstate-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("loopstate/__init__.py", "loopstate/engine/runner.py",
-                   "loopstate/machines/agent_loop.py", "loopstate/tools/decorator.py",
+    for module in ("loopstate/__init__.py", "loopstate/engine/core.py",
+                   "loopstate/machines/agent/loop.py", "loopstate/tools/decorator.py",
                    "loopstate/cli/__init__.py", "loopstate/py.typed"):  # fmt: skip
         assert module in names, module
     assert not any(n.startswith(("engine/", "tools/", "machines/", "tests/")) for n in names)
@@ -42,7 +42,7 @@ def test_a_wheel_built_from_the_repo_imports_in_a_clean_virtualenv(tmp_path: Pat
         [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True
     )
     code = (
-        "import loopstate, loopstate.engine.runner, loopstate.machines, loopstate.cli;"
+        "import loopstate, loopstate.engine.core, loopstate.machines, loopstate.cli;"
         "print(loopstate.__file__); print(len(loopstate.__all__))"
     )
     out = subprocess.run(

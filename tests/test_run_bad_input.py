@@ -122,10 +122,12 @@ async def test_a_model_error_fails_the_run_with_the_error_recorded() -> None:
 
 
 async def test_an_error_in_a_guard_fails_the_run_with_the_error_recorded() -> None:
-    from loopstate.engine.runner import RunConfig, Runner
+    from loopstate.engine.core import RunCore, RunPorts
+    from loopstate.engine.options import RunOptions
     from loopstate.engine.state import RunState
     from loopstate.engine.store import MemoryStore
     from loopstate.machines import AgentLoop
+    from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 
     class Broken(AgentLoop):
         def has_gated_calls(self, gated: int) -> bool:
@@ -134,15 +136,15 @@ async def test_an_error_in_a_guard_fails_the_run_with_the_error_recorded() -> No
     store = MemoryStore()
     state = RunState(run_id="r", messages=())
     await store.create(state, owner="me", now=0, ttl=60)
-    config = RunConfig(
+    config = LoopConfig(
         model=ScriptedModel([call("anything")]),
+        options=RunOptions(store=store),
         machine=lambda s: Broken(start_value=s),
-        store=store,
-        owner="me",
     )
-    result = await Runner(config, state).drive()
-    assert result.status == "failed"
-    assert result.error == "RuntimeError: guard broke"
+    core = RunCore(state, RunPorts(store=store, clock=lambda: 0.0, owner="me", lease_s=60))
+    await core.drive(LoopSteps(core, config))
+    assert core.state.status == "failed"
+    assert core.state.error == "RuntimeError: guard broke"
     assert (await store.load("r")).state == "failed"
 
 

@@ -136,7 +136,7 @@ def _summary(state: RunState) -> dict[str, Any]:
 
 
 async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
-    from loopstate.machines.runs import queue_decision
+    from loopstate.engine.operations import queue_decision
 
     decision: Decision
     if args.command == "approve":
@@ -151,7 +151,7 @@ async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
 
 
 async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
-    from loopstate.machines.runs import abort_run
+    from loopstate.engine.operations import abort_run
 
     result = await abort_run(store, args.run, args.reason, actor=args.actor)
     print(f"run {result.run_id}: {result.status} ({result.stop_reason})")

@@ -10,19 +10,23 @@ from statemachine import StateChart
 
 from loopstate.engine.approval import Approver, Decision
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
-from loopstate.engine.hooks import HookChain, Hooks
+from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
-from loopstate.engine.state import RunState
+from loopstate.engine.operations import abort_run
+from loopstate.engine.options import RunOptions, default_store, hook_chain, workspace_path
+from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
-from loopstate.machines.flows.driver import FlowConfig, FlowDriver
+from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
 from loopstate.machines.flows.result import FlowResult
 
-_LOOP_STATES = ("thinking", "awaiting_approval", "executing_tool")
+_LOOP_STATES = tuple(s.id for s in AgentLoop.states if not (s.final or s.initial))
 
 
 class Flow:
@@ -74,28 +78,23 @@ class Flow:
             )
             for phase_name, spec in phases.items()
         }
-        if store is None:
-            from loopstate.engine.sqlite_store import SQLiteStore
-
-            store = SQLiteStore()
-        self.store: Store = store
-        self.clock = clock
-        self.ids = ids
-        chain = HookChain([hooks] if isinstance(hooks, Hooks) else list(hooks or ()))
-        self._config = FlowConfig(
-            machine=machine,
-            phases=self.phases,
-            store=store,
-            clock=clock,
-            lease_s=lease_s,
+        self.options = RunOptions(
+            store=default_store(store),
             approver=approver,
             auto_approve=auto_approve,
-            hooks=chain if chain.hooks else None,
-            workspace=Path(workspace) if workspace is not None else None,
+            hooks=hook_chain(hooks),
+            workspace=workspace_path(workspace),
             deps=deps,
             ask_again_after_crash=ask_again_after_crash,
+            clock=clock,
+            ids=ids,
+            lease_s=lease_s,
             log=log,
         )
+        self.store: Store = self.options.store
+        self.clock = clock
+        self.ids = ids
+        self._config = FlowConfig(machine=machine, phases=self.phases, options=self.options)
 
     def clone(self, **changes: Any) -> Flow:
         """A new flow with the same configuration but for `changes` (any `__init__` argument),
@@ -118,18 +117,20 @@ class Flow:
             machine=self.name,
             machine_version=getattr(self.machine, "machine_version", 1),
             messages=(UserMessage(content=message),),
-            phase=self.initial,
-            data=first.on_enter(start) if first.on_enter else start,
+            flow=FlowPosition(
+                phase=self.initial, data=first.on_enter(start) if first.on_enter else start
+            ),
             created_at=now,
             updated_at=now,
         )
-        await self.store.create(state, owner=owner, now=now, ttl=self._config.lease_s)
-        driver = FlowDriver(self._config, state, owner=owner)
-        await driver.emit(
-            RunStarted(**driver.stamp(), machine=self.name, model=self._model_names())
-        )
-        await self._run_start(state)
-        return await driver.drive()
+        await self.store.create(state, owner=owner, now=now, ttl=self.options.lease_s)
+        core = self._core(state, owner)
+        steps = FlowSteps(core, self._config)
+        async with core.holding():
+            await core.emit(RunStarted(**core.at(), machine=self.name, model=self._model_names()))
+            await self._run_start(state)
+            await core.drive(steps)
+        return FlowResult.of(core.state, tuple(core.events))
 
     async def resume(
         self,
@@ -138,47 +139,47 @@ class Flow:
         message: str | None = None,
         decisions: Mapping[str, Decision] | None = None,
         actor: str = "resume",
+        owner: str | None = None,
     ) -> FlowResult:
         """Continue a suspended or interrupted run where it stopped: with the user's `message`
-        when it waits for input, with `decisions` (by call id) when it waits for approval."""
-        owner = lease_owner()
+        when it waits for input, with `decisions` (by call id) when it waits for approval.
+        `owner` is the lease owner to resume under (a worker that claimed the run)."""
+        owner = owner or lease_owner()
         state = await self.store.acquire(
-            run_id, owner=owner, now=self.clock(), ttl=self._config.lease_s
+            run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
-        recovered: tuple[str, ...] = ()
-        try:
+        core = self._core(state, owner)
+        async with core.holding():
             _check_resumable(state, self.name, message=message, decisions=decisions)
-            driver = FlowDriver(self._config, state, owner=owner)
+            steps = FlowSteps(core, self._config)
+            recovered: tuple[str, ...] = ()
             if message is not None:
-                driver.user_replied(message, actor="user" if actor == "resume" else actor)
+                steps.user_replied(message, actor="user" if actor == "resume" else actor)
             elif state.state in _LOOP_STATES:
-                recovered = await driver.prepare(decisions, actor)
-        except BaseException:
-            await self.store.release(run_id, owner=owner)
-            raise
-        phase = f"{state.phase}:{state.state}"
-        await driver.emit(RunResumed(**driver.stamp(), state=phase, recovered=recovered))
-        await self._run_start(state)
-        return await driver.drive()
+                recovered = await steps.loop.decisions.prepare(decisions, actor)
+            phase = f"{state.phase}:{state.state}"
+            await core.emit(RunResumed(**core.at(), state=phase, recovered=recovered))
+            await self._run_start(state)
+            await core.drive(steps)
+        return FlowResult.of(core.state, tuple(core.events))
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
-        owner = lease_owner()
-        state = await self.store.acquire(
-            run_id, owner=owner, now=self.clock(), ttl=self._config.lease_s
+        state = await self.store.load(run_id)
+        _check_flow(state, self.name)
+        ended = await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
+        return FlowResult.of(await self.store.load(ended.run_id))
+
+    def _core(self, state: RunState, owner: str) -> RunCore:
+        o = self.options
+        ports = RunPorts(
+            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
         )
-        driver = FlowDriver(self._config, state, owner=owner)
-        try:
-            if state.phase in FINAL:
-                raise RunNotResumable(f"run {run_id} has ended ({state.phase})")
-            await driver.end("abort", reason=reason, actor=actor)
-        finally:
-            await self.store.release(run_id, owner=owner)
-        return FlowResult.of(driver.state, tuple(driver.events))
+        return RunCore(state, ports)
 
     async def _run_start(self, state: RunState) -> None:
-        if self._config.hooks is not None:
-            await self._config.hooks.on_run_start(state)
+        if self.options.hooks is not None:
+            await self.options.hooks.on_run_start(state)
 
     def _model_names(self) -> str:
         names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)
@@ -193,17 +194,23 @@ def _check_resumable(
     decisions: Mapping[str, Decision] | None,
 ) -> None:
     run = state.run_id
-    if state.phase is None or state.machine != name:
-        raise RunNotResumable(f"run {run} is a {state.machine!r} run, not one of flow {name!r}")
+    _check_flow(state, name)
     if state.phase in FINAL:
         raise RunNotResumable(f"run {run} has ended ({state.phase}); nothing to resume")
     if decisions and state.state != "awaiting_approval":
         raise RunNotResumable(f"run {run} is {state.status}, not awaiting approval")
-    waiting = state.state == "awaiting_input"
+    waiting = state.status == "awaiting_input"
     if waiting and message is None:
         raise RunNotResumable(f"run {run} waits for the user: resume it with message=...")
     if message is not None and not waiting:
         raise RunNotResumable(f"run {run} is {state.status}, not waiting for the user's message")
+
+
+def _check_flow(state: RunState, name: str) -> None:
+    if state.flow is None or state.machine != name:
+        raise RunNotResumable(
+            f"run {state.run_id} is a {state.machine!r} run, not one of flow {name!r}"
+        )
 
 
 def _resolve(model: str | Model | None) -> Model | None:

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.model import Model, ToolChoice
-from loopstate.engine.runner import StopCondition
-from loopstate.engine.state import RunState
+from loopstate.engine.options import StopCondition
+from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.tool import Tool
 
 FlowData = dict[str, Any]
@@ -149,22 +149,28 @@ def step_count_is(n: int) -> StopCondition:
     in the run)."""
 
     def condition(state: RunState) -> str | None:
-        return f"step_count_is({n})" if state.steps - state.phase_step >= n else None
+        entered = state.flow.phase_step if state.flow is not None else 0
+        return f"step_count_is({n})" if state.steps - entered >= n else None
 
     return condition
 
 
 def _attempts_spent(tool: str, limit: int) -> StopCondition:
     def condition(state: RunState) -> str | None:
-        turn = state.calls[state.folded_calls :]
+        turn = this_turn(state)
         bad = sum(c.tool == tool and c.status in ("invalid", "failed") for c in turn)
         return f"output_invalid({tool}, {bad})" if bad >= limit else None
 
     return condition
 
 
+def this_turn(state: RunState) -> tuple[CallRecord, ...]:
+    """The calls of the phase's current turn (not yet folded into the data)."""
+    return state.calls[state.flow.folded_calls if state.flow is not None else 0 :]
+
+
 def last_error(state: RunState, tool: str) -> str:
     """The latest reason a call of `tool` in this turn did not validate."""
-    turn = state.calls[state.folded_calls :]
+    turn = this_turn(state)
     bad = [c for c in turn if c.tool == tool and c.status in ("invalid", "failed")]
     return (bad[-1].reason or bad[-1].result or "") if bad else ""

@@ -23,7 +23,7 @@ class FlowResult(RunResult):
     @classmethod
     def of(cls, state: RunState, events: tuple[Event, ...] = ()) -> FlowResult:
         base = RunResult.of(state, events)
-        return cls(**dict(base), phase=state.phase, data=state.data)
+        return cls(**dict(base), phase=state.phase, data=state.flow.data if state.flow else {})
 
 
 @dataclass(frozen=True)

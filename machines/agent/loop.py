@@ -6,7 +6,7 @@ event carries, never the clock, the network or a store.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from statemachine import State, StateChart
 
@@ -64,3 +64,27 @@ class AgentLoop(StateChart[Any]):
 
     def stop_requested(self, stop: str | None = None) -> bool:
         return stop is not None
+
+
+LOOP_FINAL = frozenset(s.id for s in AgentLoop.final_states)
+"""Where an agent loop ends: done, failed, aborted."""
+
+
+class AgentEvents(Protocol):
+    """The events a driver sends to an `AgentLoop`, typed so mypy checks every send."""
+
+    @property
+    def current_state_value(self) -> Any: ...
+    def start(self) -> Any: ...
+    def replied(self, *, calls: int, gated: int) -> Any: ...
+    def decided(self) -> Any: ...
+    def tools_done(self, *, stop: str | None) -> Any: ...
+    def reapprove(self) -> Any: ...
+    def abort(self) -> Any: ...
+    def fail(self) -> Any: ...
+
+
+def agent_loop(state: str) -> AgentEvents:
+    """An `AgentLoop` positioned at `state`."""
+    machine: AgentEvents = AgentLoop(start_value=state)
+    return machine

@@ -1,4 +1,4 @@
-"""`Agent`: the agent loop machine, its runner and its ports, behind `run` and `resume`."""
+"""`Agent`: the agent loop machine, its steps and its ports, behind `run`, `resume`, `abort`."""
 
 from __future__ import annotations
 
@@ -9,23 +9,27 @@ from typing import Any
 
 from loopstate.engine.approval import Approver, Decision
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
-from loopstate.engine.hooks import HookChain, Hooks
+from loopstate.engine.events import RunResumed, RunStarted
+from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
+from loopstate.engine.operations import abort_run
+from loopstate.engine.options import (
+    RunOptions,
+    StopCondition,
+    default_store,
+    hook_chain,
+    workspace_path,
+)
 from loopstate.engine.result import RunResult
-from loopstate.engine.runner import FINAL, AgentMachine, RunConfig, Runner, StopCondition
-from loopstate.engine.sqlite_store import SQLiteStore
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tool import Tool
-from loopstate.machines.agent_loop import AgentLoop
+from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
+from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 from loopstate.tools.registry import ToolRegistry
-
-
-def _machine(state: str) -> AgentMachine:
-    machine: AgentMachine = AgentLoop(start_value=state)
-    return machine
 
 
 class Agent:
@@ -66,30 +70,34 @@ class Agent:
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
         }
-        self.model = _model(model)
+        self.model = as_model(model)
         self.tools = ToolRegistry(tools)
         self._options["tools"] = tuple(self.tools)
         self.instructions = instructions
-        self.store: Store = store if store is not None else SQLiteStore()
-        self.ids = ids
-        self.clock = clock
-        self._config = RunConfig(
-            model=self.model,
-            machine=_machine,
-            store=self.store,
-            tools={t.name: t for t in self.tools},
+        self.options = RunOptions(
+            store=default_store(store),
             approver=approver,
             auto_approve=auto_approve,
+            hooks=hook_chain(hooks),
+            workspace=workspace_path(workspace),
+            deps=deps,
+            ask_again_after_crash=ask_again_after_crash,
+            clock=clock,
+            ids=ids,
+            lease_s=lease_s,
+            log=log,
+        )
+        self.store: Store = self.options.store
+        self.clock = clock
+        self.ids = ids
+        self._loop = LoopConfig(
+            model=self.model,
+            options=self.options,
+            tools={t.name: t for t in self.tools},
             max_steps=max_steps,
             stop_when=tuple(stop_when),
             tool_choice=tool_choice,
-            hooks=_hooks(hooks),
-            clock=clock,
-            workspace=Path(workspace) if workspace is not None else None,
             deps=deps,
-            ask_again_after_crash=ask_again_after_crash,
-            lease_s=lease_s,
-            log=log,
         )
 
     def clone(self, **changes: Any) -> Agent:
@@ -101,13 +109,10 @@ class Agent:
         options = {**self._options, **changes}
         return Agent(options.pop("model"), options.pop("tools"), **options)
 
-    def _runner_config(self) -> RunConfig:
-        return RunConfig(**{**vars(self._config), "owner": lease_owner()})
-
     async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Start a run and drive it until it ends or suspends."""
-        config = self._runner_config()
-        now = self.clock()
+        options = self.options
+        owner, now = lease_owner(), self.clock()
         state = RunState(
             run_id=run_id or self.ids(),
             machine="agent",
@@ -116,10 +121,14 @@ class Agent:
             created_at=now,
             updated_at=now,
         )
-        await self.store.create(state, owner=config.owner, now=now, ttl=config.lease_s)
-        runner = Runner(config, state)
-        await runner.announce()
-        return await runner.drive()
+        await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
+        core = self._core(state, owner)
+        loop = LoopSteps(core, self._loop)
+        async with core.holding():
+            await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
+            await self._run_start(state)
+            await core.drive(loop)
+        return RunResult.of(core.state, tuple(core.events))
 
     def run_sync(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """`run` for code that is not async (not from inside a running event loop)."""
@@ -131,40 +140,49 @@ class Agent:
         decisions: Mapping[str, Decision] | None = None,
         *,
         actor: str = "resume",
+        owner: str | None = None,
     ) -> RunResult:
         """Continue a suspended or interrupted run exactly where it stopped.
 
         `decisions` (by call id) are applied all or none: an unknown call, a decision for
         other arguments (`digest`) or a second decision for a call raises `DecisionError`
         and leaves the run unchanged. Decisions recorded in the store (e.g. by the CLI) are
-        applied first. Raises `RunBusy` if another process is driving the run."""
-        config = self._runner_config()
+        applied first. Raises `RunBusy` if another process is driving the run. `owner` is
+        the lease owner to resume under (a worker that claimed the run passes its own)."""
+        owner = owner or lease_owner()
         state = await self.store.acquire(
-            run_id, owner=config.owner, now=self.clock(), ttl=config.lease_s
+            run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
-        try:
-            runner = Runner(config, state)
-            if state.state in FINAL:
-                raise RunNotResumable(f"run {run_id} has ended ({state.state}); nothing to resume")
-            if decisions and state.state != "awaiting_approval":
+        core = self._core(state, owner)
+        async with core.holding():
+            if state.state in LOOP_FINAL or state.flow is not None:
+                what = f"has ended ({state.state})" if state.flow is None else "is a flow's run"
+                raise RunNotResumable(f"run {run_id} {what}; nothing to resume")
+            if decisions and state.state != AgentLoop.awaiting_approval.id:
                 raise RunNotResumable(
                     f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
                 )
-            recovered = runner.recover()
-            await _apply_inbox(runner)
-            if decisions:
-                await runner.apply_decisions(decisions, actor=actor)
-        except BaseException:
-            await self.store.release(run_id, owner=config.owner)
-            raise
-        await runner.announce(resumed=recovered)
-        return await runner.drive()
+            loop = LoopSteps(core, self._loop)
+            recovered = await loop.decisions.prepare(decisions, actor)
+            await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
+            await self._run_start(core.state)
+            await core.drive(loop)
+        return RunResult.of(core.state, tuple(core.events))
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
-        from loopstate.machines.runs import abort_run
-
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
+
+    def _core(self, state: RunState, owner: str) -> RunCore:
+        o = self.options
+        ports = RunPorts(
+            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
+        )
+        return RunCore(state, ports)
+
+    async def _run_start(self, state: RunState) -> None:
+        if self.options.hooks is not None:
+            await self.options.hooks.on_run_start(state)
 
     def _opening(self, prompt: str | Sequence[Message]) -> tuple[Message, ...]:
         system: tuple[Message, ...] = (
@@ -175,19 +193,8 @@ class Agent:
         return (*system, *prompt)
 
 
-async def _apply_inbox(runner: Runner) -> None:
-    """Apply decisions recorded while the run was suspended, each with its own actor."""
-    inbox = runner.state.inbox
-    if not inbox:
-        return
-    runner.state = runner.state.model_copy(update={"inbox": ()})
-    for queued in inbox:
-        if runner.state.state in FINAL:
-            break
-        await runner.apply_decisions({queued.call_id: queued.decision}, actor=queued.actor)
-
-
-def _model(model: str | Model) -> Model:
+def as_model(model: str | Model) -> Model:
+    """A model object for a litellm model name; a `Model` as is."""
     if isinstance(model, str):
         from loopstate.engine.litellm_model import LiteLLMModel
 
@@ -196,10 +203,3 @@ def _model(model: str | Model) -> Model:
     if not isinstance(model, Model):
         raise DefinitionError(f"{model!r} is not a model name or a Model")
     return model
-
-
-def _hooks(hooks: Hooks | Sequence[Hooks] | None) -> HookChain | None:
-    if hooks is None:
-        return None
-    chain = HookChain([hooks] if isinstance(hooks, Hooks) else list(hooks))
-    return chain if chain.hooks else None

@@ -1,0 +1,276 @@
+"""The skeleton every kind of run shares; the agent loop and the flow add only their steps.
+
+`RunCore` owns one run while a process drives it: its state and what the store holds of it,
+recording and announcing transitions, emitting and logging events, the lease (renewed while
+the run works, released when it stops), the error policy and the run's ending. A kind of run
+is a `Stepper`: it performs one step of its machine at a time and says how its machine ends.
+
+    drive(stepper):  while not ended: step()      (False: the run waits → run_suspended)
+                     CancelledError → end(abort)   re-raised
+                     DecisionError  → unchanged    re-raised: the caller hears why
+                     other errors   → end(fail)    from the state the store holds
+                     finally        → run_finished (if ended), on_run_end, lease released
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, Literal, ParamSpec, Protocol
+
+from loopstate.engine.clock import Clock
+from loopstate.engine.errors import DecisionError, LoopstateError, RunBusy
+from loopstate.engine.events import Event, RunFinished, RunSuspended, TransitionEvent
+from loopstate.engine.hooks import HookChain
+from loopstate.engine.logs import get_logger
+from loopstate.engine.state import RunState, Transition
+from loopstate.engine.store import Store
+
+P = ParamSpec("P")
+Ending = Literal["fail", "abort"]
+
+_INFO_EVENTS = frozenset(
+    {"run_started", "run_resumed", "run_suspended", "run_finished", "tool_approval"}
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a transition happened and who caused it, as the audit trail records it."""
+
+    reason: str | None = None
+    actor: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPorts:
+    """What the skeleton needs besides the run's state."""
+
+    store: Store
+    clock: Clock
+    owner: str
+    lease_s: float
+    hooks: HookChain | None = None
+    log: Any = None
+
+
+class Positioned(Protocol):
+    @property
+    def current_state_value(self) -> Any: ...
+
+
+class Stepper(Protocol):
+    """A kind of run (the agent loop, a flow): its steps over the core's state."""
+
+    def ended(self) -> bool:
+        """Whether the run has reached a final state."""
+
+    async def step(self) -> bool:
+        """Perform one step of the machine; False when the run must wait for someone."""
+
+    def end(self, how: Ending, cause: Cause) -> None:
+        """Move the machine(s) to `failed` or `aborted` (the core saves)."""
+
+    def reset(self) -> None:
+        """Reposition the machine(s) at the core's state (after it was rolled back)."""
+
+
+def _enabled(log: Any, level: int) -> bool:
+    check = getattr(log, "is_enabled_for", None)
+    return True if check is None else bool(check(level))
+
+
+class RunCore:
+    """One run's state while a process drives it, and everything every kind of run does."""
+
+    def __init__(self, state: RunState, ports: RunPorts) -> None:
+        self.state = state
+        self.saved = state
+        """The run as the store holds it."""
+        self.ports = ports
+        self.hooks = ports.hooks
+        self.events: list[Event] = []
+        self.log = (ports.log or get_logger()).bind(run_id=state.run_id)
+        self._log_debug = _enabled(self.log, logging.DEBUG)
+        self._log_info = _enabled(self.log, logging.INFO)
+        self._unannounced: list[Transition] = []
+
+    # -- driving -----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def holding(self) -> AsyncIterator[None]:
+        """Keep the run's lease while the block works (renewed every third of its length, so
+        it expires only if this process stops), and release it at the end."""
+        keeper = asyncio.create_task(self._keep_lease())
+        try:
+            yield
+        finally:
+            keeper.cancel()
+            with suppress(asyncio.CancelledError):
+                await keeper
+            await self.ports.store.release(self.state.run_id, owner=self.ports.owner)
+
+    async def drive(self, stepper: Stepper) -> None:
+        """Step until the run ends or waits, under the error policy; then finish."""
+        try:
+            while not stepper.ended():
+                if not await stepper.step():
+                    await self.emit(RunSuspended(**self.at(), pending=self.pending_ids()))
+                    break
+        except asyncio.CancelledError:
+            await self.end(stepper, "abort", Cause("cancelled", "system"), stop="cancelled")
+            raise
+        except (DecisionError, RunBusy):
+            raise  # a refused decision changes nothing; a lost lease means another writer
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, LoopstateError):  # expected: its message says it all
+                self.log.error("run_failed", error=error.splitlines()[0])
+            else:
+                self.log.error("run_failed", exc_info=exc)
+            if self.state is not self.saved:  # what was not saved did not happen
+                self.state = self.saved
+                stepper.reset()
+            await self.end(stepper, "fail", Cause(error, "system"), error=error)
+        await self.finish(stepper)
+
+    async def end(
+        self,
+        stepper: Stepper,
+        how: Ending,
+        cause: Cause,
+        *,
+        stop: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """End the run in `failed` or `aborted` and save it; nothing if it has ended."""
+        if stepper.ended():
+            return
+        if how == "abort":
+            stop = stop if stop is not None else f"aborted: {cause.reason}"
+            self.state = self.state.evolve(stop_reason=stop)
+        else:
+            self.state = self.state.evolve(error=error or self.state.error)
+        stepper.end(how, cause)
+        await self.save()
+
+    async def finish(self, stepper: Stepper) -> None:
+        """Tell the world the run ended, or stopped for now."""
+        state = self.state
+        if stepper.ended():
+            await self.emit(
+                RunFinished(
+                    **self.at(),
+                    status=state.status,
+                    stop_reason=state.stop_reason,
+                    error=state.error,
+                )
+            )
+        if self.hooks is not None:
+            await self.hooks.on_run_end(state)
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        machine: Positioned,
+        source: str,
+        cause: Cause | None,
+        event: Callable[P, object],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> str:
+        """Send `event` (one of `machine`'s typed event methods), record the transition it
+        made from `source`, and return the target state's value."""
+        event(*args, **kwargs)
+        target = str(machine.current_state_value)
+        self.record(source, target, _event_id(event), cause)
+        return target
+
+    def record(self, source: str, target: str, event: str, cause: Cause | None) -> None:
+        """Append a transition to the audit trail; it is announced once saved."""
+        now = self.ports.clock()
+        cause = cause or Cause()
+        transition = Transition.model_construct(
+            seq=len(self.state.transitions) + 1,
+            source=source,
+            target=target,
+            event=event,
+            at=now,
+            reason=cause.reason,
+            actor=cause.actor,
+        )
+        self.state = self.state.evolve(
+            transitions=(*self.state.transitions, transition), updated_at=now
+        )
+        self._unannounced.append(transition)
+
+    async def save(self) -> None:
+        """Save the run (the store appends what it lacks, renews the lease), then announce the
+        transitions made since the last save."""
+        state, ports = self.state, self.ports
+        await ports.store.save(state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s)
+        self.saved = state
+        announce, self._unannounced = self._unannounced, []
+        for t in announce:
+            await self.emit(
+                TransitionEvent(
+                    **self.at(),
+                    seq=t.seq,
+                    source=t.source,
+                    target=t.target,
+                    event=t.event,
+                    reason=t.reason,
+                    actor=t.actor,
+                )
+            )
+            if self.hooks is not None:
+                await self.hooks.on_transition(t)
+
+    async def emit(self, event: Event) -> None:
+        """Keep `event` for the run's result, log it (one line), and hand it to the hooks."""
+        self.events.append(event)
+        info = event.kind in _INFO_EVENTS
+        if self._log_info if info else self._log_debug:
+            # structlog's first argument is named `event`: a transition's event logs as `trigger`.
+            fields = {
+                ("trigger" if k == "event" else k): v
+                for k, v in event.__dict__.items()
+                if k not in ("kind", "run_id")
+            }
+            (self.log.info if info else self.log.debug)(event.kind, **fields)
+        if self.hooks is not None:
+            await self.hooks.on_event(event)
+
+    def at(self, step: int | None = None) -> dict[str, Any]:
+        """The fields every event of this run carries."""
+        return {
+            "run_id": self.state.run_id,
+            "at": self.ports.clock(),
+            "step": self.state.steps if step is None else step,
+        }
+
+    def pending_ids(self) -> tuple[str, ...]:
+        return tuple(c.call_id for c in self.state.batch if c.status == "awaiting")
+
+    async def _keep_lease(self) -> None:
+        ports = self.ports
+        interval = max(ports.lease_s / 3, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await ports.store.renew(
+                    self.state.run_id, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s
+                )
+            except RunBusy as exc:  # the next save raises RunBusy too: the run stops there
+                self.log.error("lease_lost", error=str(exc))
+                return
+
+
+def _event_id(event: Callable[..., object]) -> str:
+    name = getattr(event, "id", None) or getattr(event, "__name__", None)
+    return str(name)

@@ -1,0 +1,110 @@
+"""Operations on a stored run that need no model and no tools: queue a decision for a
+suspended run, abort a run. The CLI, `Agent.abort`, `Flow.abort` (and later HTTP) use these.
+
+Queued decisions are validated here, when they are recorded, against what the person saw (the
+call's digest) and the tool's stored schema; the run's next `resume` applies them through the
+same decision path as any other decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate.engine.approval import as_decision
+from loopstate.engine.clock import Clock, system_clock
+from loopstate.engine.core import Cause
+from loopstate.engine.errors import DecisionError, RunNotResumable
+from loopstate.engine.result import RunResult
+from loopstate.engine.state import ENDED, QueuedDecision, RunState, Transition
+from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+
+
+async def queue_decision(
+    store: Store,
+    run_id: str,
+    call_id: str,
+    decision: Any,
+    *,
+    actor: str,
+    clock: Clock = system_clock,
+) -> RunState:
+    """Record `decision` for a pending call of a suspended run; refused (`DecisionError`,
+    nothing stored) if the call is unknown, not awaiting a decision, already has one queued,
+    was decided for other arguments, or an edit does not fit the tool's schema."""
+    decision = as_decision(decision)
+    owner = lease_owner()
+    state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    try:
+        if state.state != "awaiting_approval":
+            raise RunNotResumable(f"run {run_id} is {state.status}, not awaiting approval")
+        call = next((c for c in state.batch if c.call_id == call_id), None)
+        if call is None:
+            pending = ", ".join(p.call_id for p in state.pending) or "none"
+            raise DecisionError(f"run {run_id} has no call {call_id} (pending: {pending})")
+        if call.status != "awaiting" or any(q.call_id == call_id for q in state.inbox):
+            raise DecisionError(f"call {call_id} of run {run_id} is already decided")
+        if decision.digest is not None and decision.digest != call.digest:
+            raise DecisionError(
+                f"decision for call {call_id} was made for other arguments "
+                f"(digest {decision.digest}, the call's is {call.digest})"
+            )
+        if decision.kind == "edit":
+            call.check_edit(decision.arguments)
+        bound = decision.model_copy(update={"digest": call.digest})
+        queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=clock())
+        state = state.evolve(inbox=(*state.inbox, queued))
+        await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+        return state
+    finally:
+        await store.release(run_id, owner=owner)
+
+
+async def abort_run(
+    store: Store, run_id: str, reason: str, *, actor: str, clock: Clock = system_clock
+) -> RunResult:
+    """End a suspended or interrupted run of any kind in `aborted`: no model call, no tool.
+
+    Every non-final state of every machine loopstate drives accepts `abort` into `aborted`
+    (checked when a machine is built), so the transitions are recorded without the machine:
+    the agent loop's (if it has not ended), then a flow's phase."""
+    owner = lease_owner()
+    state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    try:
+        ended = aborted(state, Cause(reason, actor), clock())
+        await store.save(ended, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    finally:
+        await store.release(run_id, owner=owner)
+    return RunResult.of(ended)
+
+
+def aborted(state: RunState, cause: Cause, now: float) -> RunState:
+    """`state` moved to `aborted` by the `abort` event, with its transitions recorded;
+    `RunNotResumable` if it has ended."""
+    flow = state.flow
+    if (flow is not None and flow.phase in ENDED) or (flow is None and state.state in ENDED):
+        raise RunNotResumable(f"run {state.run_id} has ended ({state.phase or state.state})")
+    steps: list[tuple[str, str]] = []
+    if state.state not in ENDED:
+        steps.append((state.state, "aborted"))
+    if flow is not None:
+        steps.append((flow.phase, "aborted"))
+    transitions = list(state.transitions)
+    for source, target in steps:
+        transitions.append(
+            Transition(
+                seq=len(transitions) + 1,
+                source=source,
+                target=target,
+                event="abort",
+                at=now,
+                reason=cause.reason,
+                actor=cause.actor,
+            )
+        )
+    return state.evolve(
+        state="aborted",
+        flow=None if flow is None else flow.evolve(phase="aborted", awaiting_input=False),
+        stop_reason=f"aborted: {cause.reason}",
+        transitions=tuple(transitions),
+        updated_at=now,
+    )

@@ -1,0 +1,56 @@
+"""The options every kind of run takes (`Agent` and `Flow` alike), in one object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loopstate.engine.approval import Approver
+from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.hooks import HookChain, Hooks
+from loopstate.engine.state import RunState
+from loopstate.engine.store import DEFAULT_LEASE_S, Store
+
+StopCondition = Callable[[RunState], bool | str | None]
+"""Looked at after each batch of tool results: a truthy value ends the run in `done`
+(a string is the stop reason; otherwise the function's name is)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Ports and policy shared by every run of an agent or a flow."""
+
+    store: Store
+    approver: Approver | None = None
+    auto_approve: bool = False
+    hooks: HookChain | None = None
+    workspace: Path | None = None
+    deps: Any = None
+    ask_again_after_crash: bool = False
+    clock: Clock = system_clock
+    ids: IdSource = random_ids
+    lease_s: float = DEFAULT_LEASE_S
+    log: Any = None
+
+
+def default_store(store: Store | None) -> Store:
+    """`store`, or the SQLite file `.loopstate/runs.db` under the working directory."""
+    if store is not None:
+        return store
+    from loopstate.engine.sqlite_store import SQLiteStore
+
+    return SQLiteStore()
+
+
+def hook_chain(hooks: Hooks | Sequence[Hooks] | None) -> HookChain | None:
+    """One chain of the given hooks; None when there are none (the hot path skips them)."""
+    if hooks is None:
+        return None
+    chain = HookChain([hooks] if isinstance(hooks, Hooks) else list(hooks))
+    return chain if chain.hooks else None
+
+
+def workspace_path(workspace: str | Path | None) -> Path | None:
+    return Path(workspace) if workspace is not None else None

@@ -1,0 +1,155 @@
+"""The one path every decision takes: from an approver, `resume(decisions=...)`, or a decision
+queued on the stored run (the CLI, later HTTP). Each is validated when it is recorded and again
+when it is applied, by the same code, in the same order:
+
+    recover interrupted calls → queued decisions → given decisions → announce → drive
+
+A queued decision that is refused when applied is dropped and reported (`decision_refused`),
+never left to poison the run: the call stays pending and can be decided again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loopstate.engine.approval import as_decision
+from loopstate.engine.core import Cause
+from loopstate.engine.errors import DecisionError
+from loopstate.engine.events import ApprovalRequested, DecisionRefused, ToolApproval
+from loopstate.engine.state import CallRecord
+
+if TYPE_CHECKING:
+    from loopstate.machines.agent.steps import LoopSteps
+
+
+class Decisions:
+    """Decisions on the current batch of one loop."""
+
+    def __init__(self, loop: LoopSteps) -> None:
+        self.loop = loop
+
+    async def wait(self) -> bool:
+        """The `awaiting_approval` step: ask the approver, if any; move on once every call
+        is decided, or wait (False) for decisions from outside."""
+        loop, core = self.loop, self.loop.core
+        waiting = [c for c in loop.state.batch if c.status == "awaiting"]
+        approver = loop.config.options.approver
+        if waiting and approver is not None:
+            requests = [c.request() for c in waiting]
+            for r in requests:
+                await core.emit(
+                    ApprovalRequested(
+                        **core.at(),
+                        call_id=r.call_id,
+                        tool=r.tool,
+                        arguments=r.arguments,
+                        reason=r.reason,
+                    )
+                )
+            if core.hooks is not None:
+                await core.hooks.on_approval_requested(requests)
+            await self.apply(await approver(requests), actor="approver")
+            if loop.ended():
+                return True
+            waiting = [c for c in loop.state.batch if c.status == "awaiting"]
+        if waiting:
+            await core.save()
+            return False
+        loop.send(Cause(actor=self._actors()), loop.machine.decided)
+        loop.mark_running()
+        await core.save()
+        return True
+
+    async def apply(self, decisions: Mapping[str, Any], *, actor: str) -> None:
+        """Apply decisions (by call id) to the current batch, all or none: `DecisionError`
+        changes nothing. An `Abort` ends the run."""
+        loop = self.loop
+        if not isinstance(decisions, Mapping):
+            raise DecisionError(
+                f"decisions must map call ids to decisions, not {type(decisions).__name__}"
+            )
+        parsed = {str(cid): as_decision(d) for cid, d in decisions.items()}
+        batch = {c.call_id: c for c in loop.state.batch}
+        unknown = sorted(set(parsed) - set(batch))
+        if unknown:
+            pending = ", ".join(loop.core.pending_ids()) or "none"
+            raise DecisionError(
+                f"run {loop.state.run_id} has no call {', '.join(unknown)} to decide "
+                f"(pending: {pending})"
+            )
+        now = loop.config.options.clock()
+        decided = [
+            loop.executor.decide(batch[cid], d, actor=actor, at=now) for cid, d in parsed.items()
+        ]
+        for record in decided:
+            loop.state = loop.state.replace_call(record)
+            assert record.decision is not None
+            await self.announce(record, record.decision.kind)
+            if loop.core.hooks is not None:
+                await loop.core.hooks.on_approval_decided(record)
+        aborts = [
+            r.decision for r in decided if r.decision is not None and r.decision.kind == "abort"
+        ]
+        if aborts:
+            reason = getattr(aborts[0], "reason", "aborted")
+            await loop.core.end(loop, "abort", Cause(reason, actor))
+
+    async def apply_queued(self) -> None:
+        """Apply the decisions queued on the stored run, each with its own actor; drop and
+        report any that is refused now."""
+        loop, core = self.loop, self.loop.core
+        inbox = loop.state.inbox
+        if not inbox:
+            return
+        loop.state = loop.state.evolve(inbox=())
+        for queued in inbox:
+            if loop.ended():
+                break
+            try:
+                await self.apply({queued.call_id: queued.decision}, actor=queued.actor)
+            except DecisionError as exc:
+                core.log.warning("decision_refused", call_id=queued.call_id, error=str(exc))
+                await core.emit(
+                    DecisionRefused(
+                        **core.at(), call_id=queued.call_id, actor=queued.actor, reason=str(exc)
+                    )
+                )
+
+    def recover(self) -> tuple[str, ...]:
+        """After a crash: decide what happens to calls that were running when it died."""
+        loop = self.loop
+        lost = [c for c in loop.state.batch if c.status == "running"]
+        ask_again = loop.config.options.ask_again_after_crash
+        for record in lost:
+            loop.state = loop.state.replace_call(loop.executor.recover(record, ask_again=ask_again))
+        if loop.state.state == "executing_tool" and loop.core.pending_ids():
+            cause = Cause("interrupted calls need a new decision", "system")
+            loop.send(cause, loop.machine.reapprove)
+        return tuple(c.call_id for c in lost)
+
+    async def prepare(self, decisions: Mapping[str, Any] | None, actor: str) -> tuple[str, ...]:
+        """Before a resumed loop is driven: recover, queued decisions, given decisions.
+        Returns the recovered call ids."""
+        recovered = self.recover()
+        await self.apply_queued()
+        if decisions and not self.loop.ended():
+            await self.apply(decisions, actor=actor)
+        return recovered
+
+    async def announce(self, record: CallRecord, outcome: Any) -> None:
+        core = self.loop.core
+        await core.emit(
+            ToolApproval(
+                **core.at(),
+                call_id=record.call_id,
+                tool=record.tool,
+                outcome=outcome,
+                actor=record.decided_by or "policy",
+                reason=getattr(record.decision, "reason", None) or record.reason or None,
+            )
+        )
+
+    def _actors(self) -> str | None:
+        actors = {c.decided_by for c in self.loop.state.batch if c.decided_by}
+        return ",".join(sorted(actors)) or None

@@ -1,0 +1,258 @@
+"""The agent loop's steps: for each state of `AgentLoop`, the one effect it asks for.
+
+    idle              → start
+    thinking          → one model call          → replied(calls, gated)
+    awaiting_approval → the approver, or wait    → decided | abort
+    executing_tool    → the batch, concurrently  → tools_done(stop)
+
+Everything a later process needs is saved before the effect that depends on it: the reply
+before any tool runs, each tool's intent before it runs and its result after. The skeleton
+(`RunCore`) owns the state, saving, events, the lease and the error policy; decisions arrive
+through `Decisions` (one path for approvers, `resume` and queued decisions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec
+
+from loopstate.engine.core import Cause, Ending, RunCore
+from loopstate.engine.events import ModelRequested, ModelResponded, ToolFinished, ToolStarted
+from loopstate.engine.executor import Executor, result_message
+from loopstate.engine.messages import Message
+from loopstate.engine.model import Model, ModelRequest, ToolChoice
+from loopstate.engine.options import RunOptions, StopCondition
+from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.tool import Tool, ToolContext
+from loopstate.machines.agent.decisions import Decisions
+from loopstate.machines.agent.loop import LOOP_FINAL, AgentEvents, AgentLoop, agent_loop
+
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What one agent loop runs with: its model, tools and limits, and the run's options.
+    A flow builds one per phase."""
+
+    model: Model
+    options: RunOptions
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    max_steps: int = 25
+    stop_when: tuple[StopCondition, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    view: Callable[[tuple[Message, ...]], tuple[Message, ...]] | None = None
+    """What the model is shown of the history (default: all of it). Hooks, recorders and the
+    model all see the same request."""
+    deps: Any = None
+    machine: Callable[[str], AgentEvents] = agent_loop
+    """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
+
+
+class LoopSteps:
+    """Drives the agent loop of one run, one step at a time (a `Stepper` for `RunCore`)."""
+
+    def __init__(self, core: RunCore, config: LoopConfig) -> None:
+        self.core = core
+        self.config = config
+        self.machine = config.machine(core.state.state)
+        self.executor = Executor(config.tools, auto_approve=config.options.auto_approve)
+        self.decisions = Decisions(self)
+        self._definitions = tuple(t.definition for t in config.tools.values())
+        self._unsaved_results = 0
+        self._steps: dict[str, Callable[[], Awaitable[bool]]] = {
+            AgentLoop.idle.id: self._start,
+            AgentLoop.thinking.id: self._think,
+            AgentLoop.awaiting_approval.id: self.decisions.wait,
+            AgentLoop.executing_tool.id: self._execute,
+        }
+
+    @property
+    def state(self) -> RunState:
+        return self.core.state
+
+    @state.setter
+    def state(self, value: RunState) -> None:
+        self.core.state = value
+
+    # -- Stepper -----------------------------------------------------------------------------
+
+    def ended(self) -> bool:
+        return self.state.state in LOOP_FINAL
+
+    async def step(self) -> bool:
+        return await self._steps[self.state.state]()
+
+    def end(self, how: Ending, cause: Cause) -> None:
+        self.send(cause, self.machine.fail if how == "fail" else self.machine.abort)
+
+    def reset(self) -> None:
+        self.machine = self.config.machine(self.state.state)
+
+    def send(
+        self, cause: Cause | None, event: Callable[P, object], /, *a: P.args, **kw: P.kwargs
+    ) -> None:
+        """Send one of the loop's typed events and record the transition."""
+        target = self.core.send(self.machine, self.state.state, cause, event, *a, **kw)
+        self.state = self.state.evolve(state=target)
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    async def _start(self) -> bool:
+        self.send(None, self.machine.start)
+        await self.core.save()
+        return True
+
+    async def _think(self) -> bool:
+        request = self._request()
+        response = await self._call_model(request)
+        reply = response.message
+        records = self.executor.prepare(reply.calls, self.context)
+        state = self.state
+        update: dict[str, Any] = {
+            "messages": (*state.messages, reply),
+            "steps": request.step,
+            "usage": state.usage + response.usage,
+            "calls": (*state.calls, *records),
+            "batch_start": len(state.calls),
+        }
+        if not records:
+            update |= {"output": reply.content or "", "stop_reason": "answer"}
+        self.state = state.evolve(**update)
+        await self.core.emit(
+            ModelResponded(
+                **self.core.at(),
+                model=response.model or self.config.model.name,
+                tool_calls=tuple(c.name for c in reply.calls),
+                usage=response.usage,
+                text=reply.content,
+            )
+        )
+        for record in records:
+            if record.decided_by == "auto_approve":
+                await self.decisions.announce(record, "auto")
+        gated = sum(r.status == "awaiting" for r in records)
+        self.send(None, self.machine.replied, calls=len(records), gated=gated)
+        self.mark_running()
+        await self.core.save()
+        return True
+
+    def _request(self) -> ModelRequest:
+        state, view = self.state, self.config.view
+        # model_construct: the history is already-validated data; re-validating it every step
+        # would make a step cost grow with the history.
+        return ModelRequest.model_construct(
+            messages=state.messages if view is None else view(state.messages),
+            tools=self._definitions,
+            tool_choice=self.config.tool_choice,
+            step=state.steps + 1,
+        )
+
+    async def _call_model(self, request: ModelRequest) -> Any:
+        model, hooks = self.config.model, self.core.hooks
+        await self.core.emit(
+            ModelRequested(
+                **self.core.at(step=request.step),
+                model=model.name,
+                messages=len(request.messages),
+                tools=tuple(d.name for d in request.tools),
+            )
+        )
+        if hooks is not None:
+            await hooks.before_model(request)
+        response = await model.complete(request)
+        if hooks is not None:
+            await hooks.after_model(request, response)
+        return response
+
+    def mark_running(self) -> None:
+        """Record the intent to run every approved call of the batch. It is saved with the
+        transition into `executing_tool`, before any of them starts: from then on a crash is
+        detectable, and recovery decides what happens to a call that may have run."""
+        if self.state.state != AgentLoop.executing_tool.id:
+            return
+        for record in self.state.batch:
+            if record.status == "approved":
+                self.state = self.state.replace_call(record.evolve(status="running"))
+
+    async def _execute(self) -> bool:
+        if any(c.status == "approved" for c in self.state.batch):
+            self.mark_running()  # entered by resume or re-approval: intent not yet saved
+            await self.core.save()
+        running = [c for c in self.state.batch if c.status == "running"]
+        self._unsaved_results = len(running)
+        if len(running) == 1:
+            await self._run_call(running[0])
+        elif running:
+            async with asyncio.TaskGroup() as group:
+                for record in running:
+                    group.create_task(self._run_call(record))
+        batch = self.state.batch
+        stop = self._stop_reason()
+        update: dict[str, Any] = {
+            "messages": (*self.state.messages, *(result_message(c) for c in batch)),
+            "calls": (
+                *self.state.calls[: self.state.batch_start],
+                *(c.evolve(result=None, parameters=None) for c in batch),
+            ),
+        }
+        if stop is not None:
+            update["stop_reason"] = stop
+        self.state = self.state.evolve(**update)
+        self.send(Cause(stop) if stop else None, self.machine.tools_done, stop=stop)
+        await self.core.save()
+        return True
+
+    async def _run_call(self, record: CallRecord) -> None:
+        core, hooks = self.core, self.core.hooks
+        await core.emit(ToolStarted(**core.at(), call_id=record.call_id, tool=record.tool))
+        if hooks is not None:
+            await hooks.before_tool(record)
+        started = time.perf_counter()
+        finished = await self.executor.run(record, self.context(record.call_id, record.tool))
+        if hooks is not None:
+            replacement = await hooks.after_tool(finished, finished.result or "")
+            if replacement is not None:
+                finished = finished.evolve(result=replacement)
+        self.state = self.state.replace_call(finished)
+        self._unsaved_results -= 1
+        if self._unsaved_results:  # the last result is saved with the batch's closing commit
+            await core.save()
+        await core.emit(
+            ToolFinished(
+                **core.at(),
+                call_id=record.call_id,
+                tool=record.tool,
+                status=finished.status,
+                elapsed_s=time.perf_counter() - started,
+            )
+        )
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def context(self, call_id: str, tool: str) -> ToolContext[Any]:
+        options = self.config.options
+        return ToolContext(
+            run_id=self.state.run_id,
+            call_id=call_id,
+            tool=tool,
+            deps=self.config.deps,
+            workspace=options.workspace,
+            log=self.core.log.bind(call_id=call_id, tool=tool),
+        )
+
+    def _stop_reason(self) -> str | None:
+        if self.state.steps >= self.config.max_steps:
+            return "max_steps"
+        for condition in self.config.stop_when:
+            verdict = condition(self.state)
+            if verdict:
+                return (
+                    verdict
+                    if isinstance(verdict, str)
+                    else getattr(condition, "__name__", "stop_when")
+                )
+        return None
