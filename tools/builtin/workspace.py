@@ -2,7 +2,7 @@
 
 Refused, each with a clear error: `..` escapes, absolute paths outside the root, symlinks
 (dangling ones too) that lead outside, symlink loops, and anything that is not a regular file
-or directory (devices, FIFOs, sockets). `fileio` then opens the resolved path component by
+or directory (devices, FIFOs, sockets). `file_access` then opens the resolved path component by
 component with `O_NOFOLLOW`, so a symlink swapped in after this check is refused as well.
 """
 

@@ -1,4 +1,5 @@
-"""Reading and listing tools: read, list_dir, glob, grep. None of them asks for approval."""
+"""Searching tools: glob (files by name) and grep (lines by regular expression); neither asks
+for approval."""
 
 from __future__ import annotations
 
@@ -10,70 +11,14 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from loopstate.engine.tool import ToolContext
-from loopstate.tools.builtin.fileio import read_text, split_lines
-from loopstate.tools.builtin.workspace import (
-    ToolError,
-    WorkspaceError,
-    relative,
-    resolve,
-    resolve_file,
-    root_of,
-)
+from loopstate.tools.builtin.file_access import read_text, split_lines
+from loopstate.tools.builtin.reading import capped
+from loopstate.tools.builtin.workspace import ToolError, WorkspaceError, relative, root_of
 from loopstate.tools.decorator import tool
 
-MAX_LISTED = 500
-MAX_READ_CHARS = 18_000  # under the executor's 20,000 so the "read on" note is never cut
-MAX_LINE_CHARS = 2_000
 MAX_GREP_LINE_CHARS = 300
 # Searched only when a pattern names them: version-control internals and loopstate's own data.
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".loopstate"})
-
-
-@tool(category="read_only", idempotent=True)
-def read(ctx: ToolContext[Any], path: str, offset: int = 1, limit: int = 2000) -> str:
-    """Read a text file of the workspace, with line numbers.
-
-    Args:
-        path: the file, relative to the workspace
-        offset: first line to show (1-based)
-        limit: at most this many lines
-    """
-    root = root_of(ctx)
-    lines = split_lines(read_text(root, resolve_file(ctx, path)))
-    if not lines:
-        return "(empty file)"
-    start = max(offset, 1) - 1
-    if start >= len(lines):
-        raise ToolError(f"offset {offset} is past the end: {path} has {len(lines)} lines")
-    shown: list[str] = []
-    size = 0
-    for number, line in enumerate(lines[start : start + max(limit, 1)], start + 1):
-        if len(line) > MAX_LINE_CHARS:
-            line = f"{line[:MAX_LINE_CHARS]} [line cut: {len(line) - MAX_LINE_CHARS} more chars]"
-        size += len(line) + 8
-        if shown and size > MAX_READ_CHARS:
-            break
-        shown.append(f"{number:>6}\t{line}")
-    rest = len(lines) - start - len(shown)
-    return "\n".join(shown) + (
-        f"\n[{rest} more lines; read on with offset={start + len(shown) + 1}]" if rest > 0 else ""
-    )
-
-
-@tool(category="read_only", idempotent=True)
-def list_dir(ctx: ToolContext[Any], path: str = ".") -> str:
-    """List a directory of the workspace (directories end with '/').
-
-    Args:
-        path: the directory, relative to the workspace
-    """
-    root = root_of(ctx)
-    directory = resolve(ctx, path)
-    if not directory.is_dir():
-        raise ToolError(f"{relative(root, directory)} is not a directory")
-    entries = sorted(directory.iterdir(), key=lambda p: p.name)
-    names = [p.name + ("/" if p.is_dir() else "") for p in entries]
-    return _capped(names) if names else "(empty)"
 
 
 @tool(category="read_only", idempotent=True)
@@ -86,7 +31,7 @@ def glob(ctx: ToolContext[Any], pattern: str) -> str:
     """
     root = root_of(ctx)
     found = [relative(root, p) for p in _files(root, pattern)]
-    return _capped(found) if found else "no files match"
+    return capped(found) if found else "no files match"
 
 
 @tool(category="read_only", idempotent=True)
@@ -147,9 +92,3 @@ def _inside(root: Path, path: Path) -> bool:
         return path.resolve().is_relative_to(root)
     except (OSError, RuntimeError):  # a symlink loop is not a file of the workspace
         return False
-
-
-def _capped(names: list[str]) -> str:
-    if len(names) <= MAX_LISTED:
-        return "\n".join(names)
-    return "\n".join(names[:MAX_LISTED]) + f"\n[{len(names) - MAX_LISTED} more not shown]"
