@@ -7,8 +7,8 @@ tool reads the workspace from its `ToolContext` and refuses paths that leave it 
 `workspace`).
 
 Modules: `reading` (read, list_dir), `searching` (glob, grep), `file_edits` (write, edit,
-multi_edit), `patch_tool` (apply_patch) with its parser `unified_diff`, `bash_tool` (bash),
-`fetch_tool` (web_fetch),
+multi_edit), `patch_tool` (apply_patch) with its parser `unified_diff`, `bash_tool` (bash) with
+`shell_supervisor` (the process that owns a command's processes), `fetch_tool` (web_fetch),
 `todos`; `workspace` confines paths and `file_access` reads and writes without following
 swapped-in links. No module shares a name with an attribute of this package, so each stays
 importable as `loopstate.tools.builtin.<module>`.
