@@ -6,7 +6,14 @@ from typing import Any
 
 from loopstate.engine.tool import ToolContext
 from loopstate.tools.builtin.file_access import read_text, split_lines
-from loopstate.tools.builtin.workspace import ToolError, relative, resolve, resolve_file, root_of
+from loopstate.tools.builtin.workspace import (
+    ToolError,
+    relative,
+    resolve,
+    resolve_file,
+    root_of,
+    shown,
+)
 from loopstate.tools.decorator import tool
 
 MAX_LISTED = 500
@@ -57,7 +64,7 @@ def list_dir(ctx: ToolContext[Any], path: str = ".") -> str:
     if not directory.is_dir():
         raise ToolError(f"{relative(root, directory)} is not a directory")
     entries = sorted(directory.iterdir(), key=lambda p: p.name)
-    names = [p.name + ("/" if p.is_dir() else "") for p in entries]
+    names = [shown(p.name) + ("/" if p.is_dir() else "") for p in entries]
     return capped(names) if names else "(empty)"
 
 
