@@ -2,6 +2,8 @@
 
 Bad input never crashes a run: an unknown tool, unparsable JSON, schema errors, exceptions and
 timeouts all become results that tell the model what went wrong. Only cancellation propagates.
+Every result text, an error's too, is cut to the tool's `max_result_chars` by the one policy of
+`truncation` (head and tail kept, a note where the middle was).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import Tool, ToolContext
+from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
 ContextFactory = Callable[[str, str], ToolContext[Any]]
 """(call_id, tool name) → the context that call's tool receives."""
@@ -140,7 +143,7 @@ class Executor:
             try:
                 async with asyncio.timeout(tool.timeout):
                     text = await tool.invoke(args, ctx)
-                status, text = "succeeded", truncate(text, tool.max_result_chars)
+                status = "succeeded"
                 break
             except TimeoutError:
                 status, text = "failed", f"Error: {tool.name} timed out after {tool.timeout:g} s."
@@ -148,6 +151,7 @@ class Executor:
                 status, text = "failed", f"Error: {tool.name} raised {type(exc).__name__}: {exc}"
             if attempts > tool.retries:
                 break
+        text = truncate(text, tool.max_result_chars)  # errors too: a traceback can be long
         if record.decision is not None and record.decision.kind == "edit":
             edited = json.dumps(record.decision.arguments, sort_keys=True)
             text = f"[The reviewer edited the arguments; this ran with {edited}]\n{text}"
@@ -174,12 +178,6 @@ def describe_invalid(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object"
     return str(exc)
-
-
-def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[truncated: {limit} of {len(text)} characters shown]"
 
 
 def result_message(record: CallRecord) -> ToolMessage:

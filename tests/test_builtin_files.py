@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import stat
 from pathlib import Path
@@ -11,26 +12,27 @@ from builtin_support import invoke
 from pydantic import ValidationError
 
 from loopstate import ToolContext
+from loopstate.tools import builtin
 from loopstate.tools.builtin import (
     ToolError,
     WorkspaceError,
     all_tools,
     edit,
-    editing,
+    editing_tools,
     glob,
     grep,
     list_dir,
     multi_edit,
     read,
-    read_only,
+    read_only_tools,
     registry,
-    shell,
+    shell_tools,
     todo_read,
     todo_write,
-    web,
+    web_tools,
     write,
 )
-from loopstate.tools.builtin.files import MAX_READ_CHARS
+from loopstate.tools.builtin.reading import MAX_READ_CHARS
 
 
 @pytest.fixture
@@ -45,16 +47,40 @@ def ws(tmp_path: Path) -> Path:
 def test_changing_tools_need_approval_and_reading_tools_never_ask() -> None:
     asks = {t.name for t in all_tools if t.needs_approval is not False}
     assert asks == {"write", "edit", "multi_edit", "apply_patch", "bash"}
-    assert all(t.needs_approval is False for t in read_only + web)
+    assert all(t.needs_approval is False for t in read_only_tools + web_tools)
 
 
 def test_toolsets_are_offered_by_category() -> None:
     tools = registry()
     assert tools.categories == {"read_only", "editing", "shell", "web"}
-    for name, toolset in [("read_only", read_only), ("editing", editing), ("shell", shell)]:
+    for name, toolset in [
+        ("read_only", read_only_tools),
+        ("editing", editing_tools),
+        ("shell", shell_tools),
+        ("web", web_tools),
+    ]:
         assert tools.category(name) == toolset
-    assert tools.category("web") == web
-    assert [t.name for t in read_only] == ["read", "list_dir", "glob", "grep", "todo_read"]
+    assert [t.name for t in read_only_tools] == ["read", "list_dir", "glob", "grep", "todo_read"]
+
+
+def test_every_builtin_module_is_importable_under_its_own_name() -> None:
+    # An attribute of the package named like a module (the `shell` toolset once was) makes
+    # `loopstate.tools.builtin.shell` the list and leaves the module reachable only by import.
+    package = Path(builtin.__file__).parent
+    for source in sorted(package.glob("[!_]*.py")):
+        module = importlib.import_module(f"loopstate.tools.builtin.{source.stem}")
+        assert getattr(builtin, source.stem) is module, source.stem
+
+
+def test_the_toolsets_first_names_still_import() -> None:
+    from loopstate.tools.builtin import editing, read_only, shell, web
+
+    assert (read_only, editing, shell, web) == (
+        read_only_tools,
+        editing_tools,
+        shell_tools,
+        web_tools,
+    )
 
 
 async def test_read_numbers_lines_and_pages(ws: Path) -> None:

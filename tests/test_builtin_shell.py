@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -10,7 +11,10 @@ import pytest
 from builtin_support import invoke
 from pydantic import ValidationError
 
+from loopstate import Agent, ScriptedModel
+from loopstate.engine.scripted import call
 from loopstate.tools.builtin import ToolError, bash
+from loopstate.tools.builtin.bash_tool import Report
 
 
 def alive(pid: int) -> bool:
@@ -85,8 +89,22 @@ async def test_bash_output_keeps_its_start_and_end_with_a_note(tmp_path: Path) -
     out = await invoke(bash, tmp_path, command=command)
     assert out.startswith("exit code 0\nFIRST\n")
     assert out.endswith("x\nLAST\n")
-    assert "\n[output cut: 70012 of 100012 bytes omitted here]\n" in out
-    assert len(out) < 30_100
+    assert re.search(
+        r"x\n\[truncated: [\d,]+ of 100,012 characters cut here within line 2\]\nx", out
+    )
+    assert len(out) <= bash.max_result_chars  # so the executor does not cut it a second time
+
+
+async def test_the_end_of_a_long_output_reaches_the_model_through_the_executor(
+    tmp_path: Path,
+) -> None:
+    command = "for i in $(seq 1 20000); do echo \"line $i\"; done; echo 'Error: the cause' >&2"
+    model = ScriptedModel([call("bash", {"command": command}), "ok"])
+    await Agent(model, [bash], workspace=tmp_path, auto_approve=True).run("go")
+    seen = model.requests[1].messages[-1].content
+    assert seen.startswith("exit code 0\nline 1\nline 2\n")
+    assert seen.endswith("line 20000\nError: the cause\n")
+    assert seen.count("[truncated: ") == 1
 
 
 async def test_credential_variables_do_not_reach_the_command(
@@ -109,3 +127,47 @@ def test_a_timeout_out_of_range_is_refused(timeout: float) -> None:
 async def test_an_empty_command_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="empty"):
         await invoke(bash, tmp_path, command="  ")
+
+
+DETACH = "setsid bash -c 'echo $$ > detached.pid; exec sleep 300' &"
+DOUBLE_FORK = "(setsid bash -c 'echo $$ > detached.pid; exec sleep 300' &);"
+WAIT_FOR_PID = "while [ ! -s detached.pid ]; do sleep 0.01; done"
+# The session of the detached process and of the command's shell: they must differ, or the
+# test would not show that a process outside the command's session is found.
+SESSIONS = "echo $(cut -d' ' -f6 /proc/$(cat detached.pid)/stat) $(cut -d' ' -f6 /proc/$$/stat)"
+
+
+@pytest.mark.parametrize("start", [DETACH, DOUBLE_FORK], ids=["setsid", "double-fork"])
+async def test_a_detached_process_is_killed_when_the_command_exits(
+    tmp_path: Path, start: str
+) -> None:
+    out = await invoke(bash, tmp_path, command=f"{start} {WAIT_FOR_PID}; {SESSIONS}")
+    detached = int((tmp_path / "detached.pid").read_text())
+    assert not alive(detached)  # at once: the tool returns only when it is gone
+    code, sessions, _ = out.split("\n")
+    assert code == "exit code 0"
+    assert len(set(sessions.split())) == 2
+
+
+@pytest.mark.parametrize("start", [DETACH, DOUBLE_FORK], ids=["setsid", "double-fork"])
+async def test_a_detached_process_is_killed_on_timeout(tmp_path: Path, start: str) -> None:
+    command = f"{start} {WAIT_FOR_PID}; echo waiting; sleep 30"
+    with pytest.raises(ToolError, match=r"every process it started were killed.*\nwaiting"):
+        await invoke(bash, tmp_path, command=command, timeout=1)
+    assert not alive(int((tmp_path / "detached.pid").read_text()))
+
+
+async def test_processes_forked_in_a_loop_are_all_killed(tmp_path: Path) -> None:
+    command = "for i in 1 2 3 4 5; do setsid sleep 300 & echo $! >> pids; done; sleep 0.2"
+    out = await invoke(bash, tmp_path, command=command)
+    assert out == "exit code 0\n"
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 5
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_the_result_says_which_processes_could_not_be_killed() -> None:
+    report = Report(status=0, survivors=[41, 42], subreaper=True)
+    assert report.cleanup() == "2 of its processes could not be killed (pids 41, 42)"
+    untracked = Report(status=0, survivors=[], subreaper=False).cleanup()
+    assert "cannot track processes that detach" in untracked

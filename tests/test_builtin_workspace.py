@@ -10,7 +10,7 @@ import pytest
 from builtin_support import invoke
 
 from loopstate.tools.builtin import ToolError, WorkspaceError, grep, list_dir, read, write
-from loopstate.tools.builtin.fileio import read_text, write_text
+from loopstate.tools.builtin.file_access import read_text, write_text
 
 
 @pytest.fixture

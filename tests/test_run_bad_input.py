@@ -73,19 +73,38 @@ async def test_retries_run_a_failing_tool_again_up_to_the_limit() -> None:
     assert model.requests[1].messages[-1].content == "worked"
 
 
-async def test_a_huge_result_is_truncated_with_a_note() -> None:
+async def test_a_huge_result_keeps_its_start_and_end_with_a_note() -> None:
     from loopstate import tool
 
-    @tool(max_result_chars=100)
+    @tool(max_result_chars=1000)
     def big() -> str:
         """Returns a lot."""
-        return "x" * 1000
+        return "START\n" + "x\n" * 5000 + "ERROR: the last line\n"
 
     model = ScriptedModel([call("big"), "ok"])
     await Agent(model, [big]).run("go")
     content = model.requests[1].messages[-1].content
-    assert content.startswith("x" * 100)
-    assert content.endswith("[truncated: 100 of 1000 characters shown]")
+    assert content.startswith("START\nx\n")
+    assert content.endswith("x\nERROR: the last line\n")
+    assert "characters cut here (lines " in content
+    assert len(content) <= 1000
+
+
+async def test_a_huge_error_is_truncated_by_the_same_policy() -> None:
+    from loopstate import tool
+
+    @tool(max_result_chars=1000)
+    def failing() -> str:
+        """Fails with a long message."""
+        raise ValueError("context " * 1000 + "the cause")
+
+    model = ScriptedModel([call("failing"), "ok"])
+    await Agent(model, [failing]).run("go")
+    content = model.requests[1].messages[-1].content
+    assert content.startswith("Error: failing raised ValueError: context")
+    assert content.endswith("the cause")
+    assert "characters cut here within line 1]" in content
+    assert len(content) <= 1000
 
 
 async def test_max_steps_ends_the_run_in_done_with_a_clear_stop_reason() -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loopstate.engine.tool import ToolContext
-from loopstate.tools.builtin.fileio import read_text, write_text
+from loopstate.tools.builtin.file_access import read_text, write_text
 from loopstate.tools.builtin.workspace import ToolError, resolve_file, root_of
 from loopstate.tools.decorator import tool
 

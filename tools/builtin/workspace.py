@@ -2,13 +2,19 @@
 
 Refused, each with a clear error: `..` escapes, absolute paths outside the root, symlinks
 (dangling ones too) that lead outside, symlink loops, and anything that is not a regular file
-or directory (devices, FIFOs, sockets). `fileio` then opens the resolved path component by
+or directory (devices, FIFOs, sockets). `file_access` then opens the resolved path component by
 component with `O_NOFOLLOW`, so a symlink swapped in after this check is refused as well.
+
+Names are shown to the model as valid UTF-8: a byte of a file name that is not UTF-8 (Python
+holds it as a lone surrogate, which no JSON or SQLite text can store) is shown as `\xff`, and
+a path the model sends back with such escapes finds that file (when no file is named with
+the escape literally).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ def resolve(ctx: ToolContext[Any], path: str, *, must_exist: bool = True) -> Pat
         raise WorkspaceError("a path cannot contain NUL bytes")
     if not path.strip():
         raise ToolError("the path is empty")
+    path = _named(root, path)
     try:
         target = (root / path).resolve()  # follows every symlink, dangling ones included
     except RuntimeError:  # Python 3.11 reports a symlink loop this way
@@ -75,5 +82,29 @@ def resolve_file(ctx: ToolContext[Any], path: str, *, must_exist: bool = True) -
 
 
 def relative(root: Path, path: Path) -> str:
-    """`path` as the model should see it: relative to the workspace, with forward slashes."""
-    return path.relative_to(root).as_posix() or "."
+    """`path` as the model should see it: relative to the workspace, with forward slashes,
+    as valid UTF-8 (see `shown`)."""
+    return shown(path.relative_to(root).as_posix() or ".")
+
+
+def shown(name: str) -> str:
+    """A file name as valid UTF-8: each byte that is not UTF-8 shown as `\\xNN`."""
+    try:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system gave: show its code point
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def _named(root: Path, path: str) -> str:
+    """`path`, or the name it shows (see `shown`) when only that one exists."""
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:
+        return path
+    unescaped = os.fsdecode(_ESCAPED_BYTE.sub(lambda m: bytes([int(m[1], 16)]), raw))
+    if unescaped == path or os.path.lexists(root / path):
+        return path
+    return unescaped if os.path.lexists(root / unescaped) else path

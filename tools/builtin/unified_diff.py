@@ -3,7 +3,7 @@
 Hunks are read by the line counts in their `@@` headers (so a removed line that starts with
 `-- ` is not mistaken for a file header). A hunk may sit at another line than its header says,
 as with `patch`'s offsets: the nearest place where all its old lines match exactly is used.
-Nothing is written here; `patching` applies every file in memory first.
+Nothing is written here; `patch_tool` applies every file in memory first.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from loopstate.tools.builtin.fileio import split_lines
+from loopstate.tools.builtin.file_access import split_lines
 from loopstate.tools.builtin.workspace import ToolError
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

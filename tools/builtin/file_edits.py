@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from loopstate.engine.tool import ToolContext
-from loopstate.tools.builtin.fileio import read_text, write_text
+from loopstate.tools.builtin.file_access import read_text, write_text
 from loopstate.tools.builtin.workspace import ToolError, relative, resolve_file, root_of
 from loopstate.tools.decorator import tool
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from loopstate.engine.tool import ToolContext
-from loopstate.tools.builtin.fileio import StagedWrite, read_text, remove, stage
-from loopstate.tools.builtin.patch import FileChange, parse_patch
+from loopstate.tools.builtin.file_access import StagedWrite, read_text, remove, stage
+from loopstate.tools.builtin.unified_diff import FileChange, parse_patch
 from loopstate.tools.builtin.workspace import ToolError, relative, resolve_file, root_of
 from loopstate.tools.decorator import tool
 
