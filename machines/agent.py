@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver, Decision
+from loopstate.engine.approval import Approver, Decision, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.hooks import HookChain, Hooks
@@ -78,7 +78,7 @@ class Agent:
             machine=_machine,
             store=self.store,
             tools={t.name: t for t in self.tools},
-            approver=approver,
+            approver=as_approver(approver) if approver is not None else None,  # boundaries
             auto_approve=auto_approve,
             max_steps=max_steps,
             stop_when=tuple(stop_when),

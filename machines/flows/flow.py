@@ -8,7 +8,7 @@ from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import Approver, Decision
+from loopstate.engine.approval import Approver, Decision, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
@@ -88,7 +88,7 @@ class Flow:
             store=store,
             clock=clock,
             lease_s=lease_s,
-            approver=approver,
+            approver=as_approver(approver) if approver is not None else None,  # boundaries
             auto_approve=auto_approve,
             hooks=chain if chain.hooks else None,
             workspace=Path(workspace) if workspace is not None else None,
