@@ -41,10 +41,21 @@ class FrozenDict(dict[str, Any]):
 
 class FrozenList(tuple[Any, ...]):
     """A JSON array as a tuple whose list methods say why they cannot be used (a plain
-    tuple would answer `append` with a puzzling AttributeError)."""
+    tuple would answer `append` with a puzzling AttributeError). It equals, and prints as,
+    the list it holds, so `request.arguments == {"argv": ["ls"]}` reads as it should."""
 
     append = extend = insert = remove = pop = clear = sort = reverse = _refuse
     __setitem__ = __delitem__ = _refuse
+    __hash__ = tuple.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other if isinstance(other, list) else tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 def freeze(value: Any, depth: int = 0) -> Any:
