@@ -74,6 +74,24 @@ def test_an_error_naming_a_hostile_call_id_is_one_escaped_line(tmp_path: Path) -
     assert r"x\x1b[8m\nforged" in one_line_error(out)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"path": NaN, "note": ""}', "--args holds NaN, which is not JSON"),
+        ("[" * 100_000, "--args is nested too deeply"),
+        ('{"path": ' + "[" * 70 + "]" * 70 + ', "note": ""}', "nested more than 64 levels"),
+    ],
+    ids=["nan", "unparsably-deep", "too-deep"],
+)
+def test_an_edit_from_the_cli_is_parsed_strictly(
+    tmp_path: Path, arguments: str, expected: str
+) -> None:
+    db = tmp_path / "runs.db"
+    run = suspended_run(db)
+    out = loopstate("edit", run, HIDDEN_ID, "--args", arguments, "--db", str(db), cwd=tmp_path)
+    assert expected in one_line_error(out)
+
+
 def test_a_row_that_is_not_utf8_is_a_store_error_naming_file_and_run(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run = suspended_run(db)
@@ -134,6 +152,7 @@ def test_a_lock_held_by_another_process_is_a_store_error_after_the_busy_timeout(
     finally:
         locker.kill()
         locker.wait()
+        locker.stdout.close()
 
 
 HEADER = {"kind": "header", "format": "loopstate-cassette", "version": 1}

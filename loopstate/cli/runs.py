@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from loopstate.cli.text import shown, shown_json
-from loopstate.engine.approval import Approve, Decision, Deny, Edit
+from loopstate.engine.approval import as_decision
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
 from loopstate.engine.sqlite_store import DEFAULT_BUSY_TIMEOUT_S, DEFAULT_PATH, SQLiteStore
@@ -146,13 +146,12 @@ def _summary(state: RunState) -> dict[str, Any]:
 async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
     from loopstate.machines.runs import queue_decision
 
-    decision: Decision
-    if args.command == "approve":
-        decision = Approve()
-    elif args.command == "deny":
-        decision = Deny(args.reason)
-    else:
-        decision = Edit(_json_object(args.args))
+    form: dict[str, Any] = {"kind": args.command}  # approve, deny or edit
+    if args.command == "deny":
+        form["reason"] = args.reason
+    if args.command == "edit":
+        form["arguments"] = _json_object(args.args)
+    decision = as_decision(form)  # the one parser of decisions: an edit is checked here
     await queue_decision(store, args.run, args.call, decision, actor=args.actor)
     print(shown(f"{args.command} recorded for {args.call} of run {args.run}; it applies at resume"))
     return 0
@@ -213,14 +212,20 @@ def load_agent(spec: str) -> Any:
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise DefinitionError(
             f"--args is not valid JSON: {exc.msg} at position {exc.pos}"
         ) from None
+    except RecursionError:
+        raise DefinitionError("--args is nested too deeply; give flatter arguments") from None
     if not isinstance(value, dict):
         raise DefinitionError("--args must be a JSON object")
     return value
+
+
+def _not_json(name: str) -> Any:
+    raise DefinitionError(f"--args holds {name}, which is not JSON; give a finite number")
 
 
 def _user() -> str:
