@@ -1,16 +1,23 @@
-"""Decisions on gated tool calls, the requests that ask for them, and the approver port."""
+"""Decisions on gated tool calls, the requests that ask for them, and the approver port.
+
+`as_decision` and `as_approver` are the boundary: whatever a caller hands in (a decision's
+dict form, a sync approver) becomes these types there, or is refused with a clear error.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import DecisionError
+from loopstate.engine.errors import DecisionError, DefinitionError
 
 
 class Approve(Frozen):
@@ -36,7 +43,7 @@ class Edit(Frozen):
 
     kind: Literal["edit"] = "edit"
     digest: str | None = None
-    arguments: dict[str, Any]
+    arguments: Arguments
 
     def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
         BaseModel.__init__(self, arguments=data.pop("arguments", arguments), **data)
@@ -63,13 +70,16 @@ class ApprovalRequest(Frozen):
 
     call_id: str
     tool: str
-    arguments: dict[str, Any]
+    arguments: Arguments
+    """Read-only (see `loopstate.engine.arguments`): decide an `Edit` to change them."""
     reason: str
     digest: str
     """Binds a decision to exactly these arguments (see `arguments_digest`)."""
 
 
 Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision]]]
+SyncApprover = Callable[[list[ApprovalRequest]], Mapping[str, Any]]
+"""A blocking approver (e.g. one that asks on a terminal): `Agent` runs it in a thread."""
 """Receives every gated call of one step; returns a decision per call id. A call left out is
 not decided yet: the run suspends there."""
 
@@ -80,21 +90,82 @@ def arguments_digest(tool: str, arguments: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-_DECISION: Any = None
+_DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
+_KINDS = "approve, deny, edit or abort"
 
 
-def as_decision(value: Any) -> Decision:
-    """A `Decision` from a decision object or its JSON form (`{"kind": "approve"}`);
-    `DecisionError` for anything else."""
+def as_decision(value: object) -> Decision:
+    """A decision from a `Decision` object, its dict form (`{"kind": "approve"}`) or its JSON
+    text; `DecisionError` for anything else, saying what a decision looks like."""
     if isinstance(value, Approve | Deny | Edit | Abort):
         return value
-    global _DECISION
-    if _DECISION is None:
-        from pydantic import TypeAdapter
-
-        _DECISION = TypeAdapter(Decision)
     try:
-        decision: Decision = _DECISION.validate_python(value)
+        if isinstance(value, str | bytes):
+            return _DECISION.validate_json(value)
+        if isinstance(value, Mapping):
+            return _DECISION.validate_python(dict(value))
     except ValidationError as exc:
-        raise DecisionError(f"{value!r} is not a decision: {exc.errors()[0]['msg']}") from None
-    return decision
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "decision"
+        raise DecisionError(
+            f"not a decision ({where}: {first['msg']}); give Approve(), Deny(reason), "
+            f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
+        ) from None
+    raise DecisionError(
+        f"{type(value).__name__} is not a decision; give Approve(), Deny(reason), "
+        f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
+    )
+
+
+def as_decisions(value: object) -> dict[str, Decision]:
+    """Decisions by call id (see `as_decision`); `DecisionError` if `value` is not a mapping
+    of call ids to decisions."""
+    if not isinstance(value, Mapping):
+        raise DecisionError(f"decisions must map call ids to decisions, not {type(value).__name__}")
+    decisions: dict[str, Decision] = {}
+    for call_id, decision in value.items():
+        if not isinstance(call_id, str):
+            raise DecisionError(f"decisions must be keyed by call id (a str), not {call_id!r}")
+        decisions[call_id] = as_decision(decision)
+    return decisions
+
+
+def as_approver(approver: object) -> Approver:
+    """`approver` as an `Approver`: an async callable is used as it is, a sync one runs in a
+    worker thread (it may block, e.g. on a terminal); either may return decisions in their
+    dict form. Raises `DefinitionError` at once for something that is not a callable taking
+    the list of requests, instead of failing the run after a paid model call."""
+    if not callable(approver):
+        raise DefinitionError(
+            f"approver must be a function taking the list of ApprovalRequest, "
+            f"not {type(approver).__name__}"
+        )
+    _check_arity(approver)
+    call: Callable[[list[ApprovalRequest]], Any] = approver
+    is_async = inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
+        getattr(call, "__call__", None)  # noqa: B004  # an object with an async __call__
+    )
+
+    async def adapted(requests: list[ApprovalRequest]) -> Mapping[str, Decision]:
+        answer = call(requests) if is_async else await asyncio.to_thread(call, requests)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return as_decisions(answer)
+
+    adapted.__name__ = getattr(approver, "__name__", type(approver).__name__)
+    adapted.__wrapped__ = approver  # type: ignore[attr-defined]  # for introspection
+    return adapted
+
+
+def _check_arity(approver: Callable[..., Any]) -> None:
+    try:
+        signature = inspect.signature(approver)
+    except (TypeError, ValueError):  # some builtins have none: nothing to check
+        return
+    try:
+        signature.bind([])
+    except TypeError:
+        raise DefinitionError(
+            f"approver {getattr(approver, '__name__', approver)!r} must take exactly one "
+            f"argument, the list of ApprovalRequest; its signature is {signature}"
+        ) from None

@@ -28,9 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.errors import LoopstateError
+from loopstate.engine.cassette_records import checked
+from loopstate.engine.errors import CassetteError
 from loopstate.engine.messages import to_wire
 from loopstate.engine.model import ModelRequest
+
+__all__ = ["Cassette", "CassetteError", "Digester"]
 
 FORMAT = "loopstate-cassette"
 VERSION = 1
@@ -46,10 +49,6 @@ _SECRET_ENV = re.compile(
 )
 _URL_USER = re.compile(r"//[^/@\s]*@")
 _URL_SECRET = re.compile(r"([?&][^=&#]*(?:key|token|secret|sig|passw|auth)[^=&#]*=)[^&#]*", re.I)
-
-
-class CassetteError(LoopstateError):
-    """A cassette file is missing, unreadable, or from a newer loopstate."""
 
 
 def request_record(request: ModelRequest) -> dict[str, Any]:
@@ -184,18 +183,22 @@ class Cassette:
 
     @classmethod
     def parse(cls, lines: Iterable[str], name: str = "cassette") -> Cassette:
-        records = []
+        records: list[dict[str, Any]] = []
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise CassetteError(f"{name} line {number}: not JSON ({exc.msg})") from None
-        if not records or records[0].get("kind") != "header":
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                raise CassetteError(f"{name} line {number}: not JSON ({why})") from None
+            if not records and (not isinstance(record, dict) or record.get("kind") != "header"):
+                break
+            records.append(checked(record, name, number))
+        if not records:
             raise CassetteError(f"{name} has no header line: not a loopstate cassette")
         header = records[0]
-        if header.get("format") != FORMAT or header.get("version", 0) > VERSION:
+        if header["format"] != FORMAT or header["version"] > VERSION:
             raise CassetteError(
                 f"{name} is format {header.get('format')} version {header.get('version')}; "
                 f"this loopstate reads {FORMAT} up to version {VERSION}"

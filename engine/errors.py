@@ -9,7 +9,9 @@ LoopstateError
 ├── RunNotFound            no run with that id in the store
 ├── RunBusy                another process holds the run's lease
 ├── RunNotResumable        the run is finished, or not waiting for what was given
-└── StoreError             a stored row is corrupt or from a newer schema
+├── StoreError             a stored row is corrupt or from a newer schema, or the store's
+│                          file is damaged or held locked too long by another process
+└── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
 """
 
 from __future__ import annotations
@@ -53,3 +55,7 @@ class RunNotResumable(LoopstateError):
 
 class StoreError(LoopstateError):
     pass
+
+
+class CassetteError(LoopstateError):
+    """A cassette file is missing, unreadable, malformed, or from a newer loopstate."""

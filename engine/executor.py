@@ -15,9 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loopstate.engine.approval import Decision, arguments_digest
+from loopstate.engine.approval import Decision, arguments_digest, as_decision
+from loopstate.engine.arguments import parse_arguments, thaw
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
+from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
@@ -37,7 +39,11 @@ class Executor:
         return [self._prepare_one(call, context) for call in calls]
 
     def _prepare_one(self, call: ToolCall, context: ContextFactory) -> CallRecord:
-        base = {"call_id": call.id, "tool": call.name, "raw_arguments": call.function.arguments}
+        base = {
+            "call_id": storable_text(call.id),
+            "tool": storable_text(call.name),
+            "raw_arguments": storable_text(call.function.arguments),
+        }
         tool = self.tools.get(call.name)
         if tool is None:
             available = ", ".join(self.tools) or "none"
@@ -47,6 +53,7 @@ class Executor:
             arguments = parse_arguments(call.function.arguments)
             args = tool.validate(arguments)
         except ValueError as exc:  # JSONDecodeError and ValidationError are ValueErrors
+            # too deep, or a number that is not finite: refused here, reported to the model
             msg = f"Error: invalid arguments for {tool.name}: {describe_invalid(exc)}"
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
@@ -91,7 +98,9 @@ class Executor:
         self, record: CallRecord, decision: Decision, *, actor: str, at: float
     ) -> CallRecord:
         """Apply one decision to an awaiting call; raises `DecisionError` and changes nothing
-        if the decision cannot be used (already decided, stale digest, invalid edit)."""
+        if the decision cannot be used (not a decision, already decided, stale digest, invalid
+        edit). A decision may be given in its dict form (see `as_decision`)."""
+        decision = as_decision(decision)
         if record.status != "awaiting":
             raise DecisionError(
                 f"call {record.call_id} ({record.tool}) is not awaiting a decision "
@@ -134,21 +143,29 @@ class Executor:
 
     async def run(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
         """Run an approved call with its tool's timeout and retries; never raises but for
-        cancellation. Returns the record with its final status and result text."""
+        cancellation. Returns the record with its final status and result text.
+
+        A call runs with exactly the arguments that were approved: if they no longer match
+        the digest they were approved under, it fails without running."""
         tool = self.tools[record.tool]
-        args = tool.validate(record.executed_arguments or {})
+        changed = _changed_since_approval(record)
+        if changed is not None:
+            return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})
+        # the tool gets its own mutable copy: nothing it does reaches the record
+        args = tool.validate(thaw(record.executed_arguments or {}))
         attempts = 0
         while True:
             attempts += 1
             try:
                 async with asyncio.timeout(tool.timeout):
                     text = await tool.invoke(args, ctx)
-                status = "succeeded"
+                status, text = "succeeded", storable_text(text)
                 break
             except TimeoutError:
                 status, text = "failed", f"Error: {tool.name} timed out after {tool.timeout:g} s."
             except Exception as exc:
-                status, text = "failed", f"Error: {tool.name} raised {type(exc).__name__}: {exc}"
+                error = storable_text(f"{type(exc).__name__}: {exc}")
+                status, text = "failed", f"Error: {tool.name} raised {error}"
             if attempts > tool.retries:
                 break
         text = truncate(text, tool.max_result_chars)  # errors too: a traceback can be long
@@ -158,14 +175,17 @@ class Executor:
         return record.model_copy(update={"status": status, "result": text, "attempts": attempts})
 
 
-def parse_arguments(raw: str) -> dict[str, Any]:
-    """The model's argument text as a JSON object (an empty text means no arguments)."""
-    if not raw.strip():
-        return {}
-    value = json.loads(raw)
-    if not isinstance(value, dict):
-        raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
-    return value
+def _changed_since_approval(record: CallRecord) -> str | None:
+    """Why `record` must not run (its arguments differ from those approved), or None."""
+    if not record.digest or record.arguments is None:
+        return None
+    actual = arguments_digest(record.tool, record.arguments)
+    if actual == record.digest:
+        return None
+    return (
+        f"Error: {record.tool} was not run: its arguments changed after they were approved "
+        f"(digest {actual}, approved {record.digest}); ask for the call again"
+    )
 
 
 def describe_invalid(exc: Exception) -> str:

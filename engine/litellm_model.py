@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import AssistantMessage, FunctionCall, ToolCall, to_wire
 from loopstate.engine.model import ModelRequest, ModelResponse, Usage
+from loopstate.engine.sanitize import storable
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -103,7 +104,7 @@ def _response(raw: Any, name: str) -> ModelResponse:
             for c in (message.tool_calls or ())
         )
         usage = getattr(raw, "usage", None)
-        return ModelResponse(
+        response = ModelResponse(
             message=AssistantMessage(content=message.content, tool_calls=calls or None),
             usage=Usage(
                 prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
@@ -115,6 +116,8 @@ def _response(raw: Any, name: str) -> ModelResponse:
         )
     except (AttributeError, IndexError, TypeError, ValidationError) as exc:
         raise ModelError(f"model {name} returned a reply loopstate cannot read: {exc}") from exc
+    # the reply enters the run here: text that JSON can carry but UTF-8 cannot is replaced
+    return storable(response)
 
 
 def _raw_arguments(function: Any) -> str:

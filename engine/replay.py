@@ -16,6 +16,7 @@ from loopstate.engine.approval import ApprovalRequest, Decision
 from loopstate.engine.cassette import Cassette, Digester, request_record
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.model import Model, ModelRequest, ModelResponse
+from loopstate.engine.sanitize import storable
 from loopstate.engine.tool import Tool, ToolContext
 
 _EDIT_NOTE = "[The reviewer edited the arguments;"
@@ -81,7 +82,7 @@ class ReplayModel:
             )
         else:
             self.replayed += 1
-            return ModelResponse.model_validate(turn["response"])
+            return storable(ModelResponse.model_validate(turn["response"]))
         self.divergence = found
         if self.fallback is not None:
             return await self.fallback.complete(request)

@@ -10,6 +10,7 @@ from typing import Any
 from loopstate.engine.errors import ScriptExhausted, UnexpectedRequest
 from loopstate.engine.messages import AssistantMessage, ToolCall, tool_call
 from loopstate.engine.model import ModelRequest, ModelResponse, Usage
+from loopstate.engine.sanitize import storable
 
 Expectation = Callable[[ModelRequest], bool | None]
 """Raises or returns False when a request is not what the script expects."""
@@ -99,7 +100,8 @@ class ScriptedModel:
                 f"{self._name}: the request for turn {index + 1} does not meet its expectation "
                 f"(last message: {_last(request)})"
             )
-        return ModelResponse(message=turn.reply, usage=turn.usage, model=self._name)
+        # a script may hold hostile text on purpose: it enters the run as a real reply would
+        return storable(ModelResponse(message=turn.reply, usage=turn.usage, model=self._name))
 
 
 def _as_turn(item: ScriptItem, number: int) -> Turn:

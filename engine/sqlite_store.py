@@ -20,11 +20,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
 from loopstate.engine.messages import Message
+from loopstate.engine.sqlite_errors import store_errors
 from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
 from loopstate.engine.store import RunSummary, lease_is_live, summarize
 
 DEFAULT_PATH = Path(".loopstate") / "runs.db"
 DB_VERSION = 1
+DEFAULT_BUSY_TIMEOUT_S = 10.0
 Durability = Literal["process", "power"]
 
 _SCHEMA = """
@@ -69,13 +71,22 @@ class SQLiteStore:
     `durability="process"` (default): everything committed before an effect survives the
     process being killed (WAL, `synchronous=NORMAL`). `"power"` also survives power loss, at
     the price of an fsync per commit (`synchronous=FULL`). The file is created on first use.
+    `busy_timeout` is how long to wait for another process that holds the file locked.
+
+    Every `sqlite3` error (a damaged file, text that is not UTF-8, a lock held too long)
+    surfaces as a `StoreError` naming the file and the run.
     """
 
     def __init__(
-        self, path: str | Path = DEFAULT_PATH, *, durability: Durability = "process"
+        self,
+        path: str | Path = DEFAULT_PATH,
+        *,
+        durability: Durability = "process",
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
         self.path = Path(path)
         self.durability = durability
+        self.busy_timeout = busy_timeout
         self._db: sqlite3.Connection | None = None
 
     def __repr__(self) -> str:
@@ -83,6 +94,7 @@ class SQLiteStore:
 
     # -- the Store port ----------------------------------------------------------------------
 
+    @store_errors
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         with self._transaction() as db:
             try:
@@ -96,6 +108,7 @@ class SQLiteStore:
                 raise StoreError(f"run {state.run_id} already exists in {self.path}") from None
             self._append(db, state, 0, 0)
 
+    @store_errors
     async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         update = (
             "UPDATE runs SET machine = ?, state = ?, status = ?, steps = ?, pending = ?, "
@@ -127,6 +140,7 @@ class SQLiteStore:
             db.execute(update, values)
             self._append(db, state, messages, transitions)
 
+    @store_errors
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         with self._transaction() as db:
             renewed = db.execute(
@@ -141,6 +155,7 @@ class SQLiteStore:
                     (owner, now + ttl, run_id),
                 )
 
+    @store_errors
     async def load(self, run_id: str) -> RunState:
         db = self._connect()
         row = db.execute("SELECT header FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -189,6 +204,7 @@ class SQLiteStore:
                 f"{first['msg']} at {first['loc']}"
             ) from None
 
+    @store_errors
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
         with self._transaction() as db:
             self._check_lease(db, run_id, owner, now)
@@ -198,6 +214,7 @@ class SQLiteStore:
             )
         return await self.load(run_id)
 
+    @store_errors
     async def release(self, run_id: str, *, owner: str) -> None:
         with self._transaction() as db:
             db.execute(
@@ -206,6 +223,7 @@ class SQLiteStore:
                 (run_id, owner),
             )
 
+    @store_errors
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
         query = (
             "SELECT run_id, machine, state, status, steps, pending, created_at, updated_at, "
@@ -239,7 +257,7 @@ class SQLiteStore:
         if self._db is not None:
             return self._db
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > DB_VERSION:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from loopstate.engine.approval import ApprovalRequest, Decision
+from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import Message
@@ -43,8 +44,9 @@ class CallRecord(Frozen):
     call_id: str
     tool: str
     raw_arguments: str
-    arguments: dict[str, Any] | None = None
-    """The validated arguments the model asked for (None if they did not validate)."""
+    arguments: Arguments | None = None
+    """The validated arguments the model asked for (None if they did not validate);
+    read-only, so no hook or approver can change what runs after approval."""
     digest: str = ""
     status: CallStatus
     reason: str = ""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
 from loopstate.engine.errors import (
+    CassetteError,
     DecisionError,
     DefinitionError,
     LoopstateError,
@@ -45,7 +46,7 @@ from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` stays fast
-    from loopstate.engine.cassette import Cassette, CassetteError
+    from loopstate.engine.cassette import Cassette
     from loopstate.engine.recorder import Recorder
     from loopstate.engine.replay import ReplayDivergence, ReplayModel
     from loopstate.machines.flows import (
@@ -63,7 +64,6 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
 
 _LAZY = {
     "Cassette": "loopstate.engine.cassette",
-    "CassetteError": "loopstate.engine.cassette",
     "Recorder": "loopstate.engine.recorder",
     "ReplayDivergence": "loopstate.engine.replay",
     "ReplayModel": "loopstate.engine.replay",

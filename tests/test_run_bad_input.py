@@ -31,6 +31,10 @@ async def run_one_bad_call(bad_call) -> tuple[str, object]:
         (call("read_file", {"path": "a", "mode": "x"}), "mode: Extra inputs are not permitted"),
         (call("boom", {"x": 1}), "boom raised ValueError: bad x 1"),
         (call("slow", {}), "slow timed out after 0.05 s"),
+        (call("pay", '{"amount": NaN}'), "NaN is not valid JSON"),
+        (call("pay", '{"amount": -Infinity}'), "-Infinity is not valid JSON"),
+        (call("read_file", "[" * 100_000), "nested more than 64 levels deep"),
+        (call("read_file", '{"path": ' + "[" * 65 + "]" * 65 + "}"), "nested more than 64"),
     ],
     ids=[
         "unparsable",
@@ -41,6 +45,10 @@ async def run_one_bad_call(bad_call) -> tuple[str, object]:
         "extra",
         "raises",
         "timeout",
+        "nan",
+        "infinity",
+        "deep-unparsable",
+        "too-deep",
     ],
 )
 async def test_a_bad_call_becomes_a_result_that_explains_the_error(bad_call, expected) -> None:

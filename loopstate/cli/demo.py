@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from loopstate.cli.text import shown
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.state import CallRecord, Transition
@@ -53,27 +54,30 @@ async def _demo(args: argparse.Namespace, *, ask: Ask) -> int:
         approver = approve_everything if args.yes else terminal_approver(ask)
         agent = demo.build_agent(workspace, model=args.model, approver=approver, hooks=Narrator())
         result = await agent.run(demo.TASK)
-        print(f"notes.md now reads: {(workspace / 'notes.md').read_text()!r}")
+        print(shown(f"notes.md now reads: {(workspace / 'notes.md').read_text()!r}"))
         return _report(result)
 
 
 def _report(result: Any, *, suspended_hint: bool = False) -> int:
-    print(f"\nstatus: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
+    print()
+    print(
+        shown(f"status: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
+    )
     if result.output:
-        print(f"answer: {result.output}")
+        print(shown(f"answer: {result.output}"))
     if result.status == "awaiting_approval" and suspended_hint:
         print(
             "\nThe run is suspended in .loopstate/runs.db; this process can exit. From any shell:"
         )
         for p in result.pending:
-            print(f"  loopstate approve {result.run_id} {p.call_id}     # or deny/edit")
+            print(shown(f"  loopstate approve {result.run_id} {p.call_id}     # or deny/edit"))
         print(f"  loopstate resume {result.run_id} --agent loopstate.demo:suspended_agent")
     return 0 if result.status in ("done", "awaiting_approval", "aborted") else 1
 
 
 async def approve_everything(requests: list[ApprovalRequest]) -> Mapping[str, Decision]:
     for r in requests:
-        print(f"  auto-approving {r.tool}({_short(r.arguments)}) because of --yes")
+        print(shown(f"  auto-approving {r.tool}({_short(r.arguments)}) because of --yes"))
     return {r.call_id: Approve() for r in requests}
 
 
@@ -93,7 +97,12 @@ def terminal_approver(ask: Ask) -> Callable[[list[ApprovalRequest]], Any]:
 
 
 def _ask_one(ask: Ask, request: ApprovalRequest) -> Decision:
-    print(f"\n  {request.tool} wants to run with {json.dumps(request.arguments, indent=2)}")
+    print()
+    arguments = json.dumps(request.arguments, indent=2, ensure_ascii=False)
+    # the indented JSON's own newlines stay; everything inside it is shown escaped
+    print(
+        shown(f"  {request.tool} wants to run with"), *map(shown, arguments.splitlines()), sep="\n"
+    )
     while True:
         try:
             choice = ask("  [a]pprove, [d]eny, [e]dit arguments, a[b]ort? ").strip().lower()
@@ -128,11 +137,11 @@ class Narrator(Hooks):
     """Prints each transition as it happens, and each tool's outcome."""
 
     async def on_transition(self, transition: Transition) -> None:
-        print(f"  [{transition.seq:>2}] {transition.source} → {transition.target}")
+        print(shown(f"  [{transition.seq:>2}] {transition.source} → {transition.target}"))
 
     async def after_tool(self, call: CallRecord, result: str) -> str | None:
         args = _short(call.executed_arguments or {})
-        print(f"       {call.tool}({args}) → {call.status}: {_short(result)}")
+        print(shown(f"       {call.tool}({args}) → {call.status}: {_short(result)}"))
         return None
 
 

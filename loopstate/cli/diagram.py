@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loopstate.cli.text import shown
 from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
@@ -37,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
             return 0
         data = draw(args)
     except LoopstateError as exc:
-        print(f"loopstate diagram: {exc}", file=sys.stderr)
+        print(shown(f"loopstate diagram: {exc}"), file=sys.stderr)
         return 2
     if args.output:
         Path(args.output).write_bytes(data)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import Any
 
+from loopstate.cli.text import shown, shown_json
 from loopstate.engine.cassette import Cassette
 from loopstate.engine.errors import LoopstateError
 
@@ -38,22 +38,25 @@ def main(args: argparse.Namespace) -> int:
             )
         result = asyncio.run(_replay(tape, agent))
     except ReplayDivergence as exc:
-        print(str(exc), file=sys.stderr)
+        for line in str(exc).splitlines():  # a multi-line diff: each line shown safely
+            print(shown(line), file=sys.stderr)
         return 1
     except LoopstateError as exc:
-        print(f"loopstate replay: {exc}", file=sys.stderr)
+        print(shown(f"loopstate replay: {exc}"), file=sys.stderr)
         return 2
     for t in result.transitions:
-        print(f"  [{t.seq:>2}] {t.source} → {t.target} ({t.event})")
+        print(shown(f"  [{t.seq:>2}] {t.source} → {t.target} ({t.event})"))
     decisions = tape.decisions()
     for call_id, record in tape.tool_results().items():
         decided = decisions.get(call_id, {}).get("decision", {}).get("kind")
         note = f" [{decided}]" if decided else ""
-        print(f"  tool {record['tool']}({json.dumps(record['arguments'])}){note} → "
-              f"{record['status']}")  # fmt: skip
-    print(f"status: {result.status}   stop reason: {result.stop_reason}   (replayed cleanly)")
+        print(shown(f"  tool {record['tool']}({shown_json(record['arguments'])}){note} → "
+                    f"{record['status']}"))  # fmt: skip
+    print(
+        shown(f"status: {result.status}   stop reason: {result.stop_reason}   (replayed cleanly)")
+    )
     if result.output:
-        print(f"answer: {result.output}")
+        print(shown(f"answer: {result.output}"))
     if args.diagram:
         from loopstate.cli.diagram import machine_class
         from loopstate.engine.diagram import graph_of, overlay_of, to_mermaid

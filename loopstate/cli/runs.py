@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from loopstate.engine.approval import Approve, Decision, Deny, Edit
+from loopstate.cli.text import shown, shown_json
+from loopstate.engine.approval import as_decision
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
-from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
+from loopstate.engine.sqlite_store import DEFAULT_BUSY_TIMEOUT_S, DEFAULT_PATH, SQLiteStore
 from loopstate.engine.state import RunState
 
 Command = Callable[[argparse.Namespace, SQLiteStore], Coroutine[Any, Any, int]]
@@ -63,16 +64,23 @@ def register(subparsers: Any) -> None:
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
     parser = subparsers.add_parser(name, **kwargs)
     parser.add_argument("--db", default=str(DEFAULT_PATH), help="the SQLite store (%(default)s)")
+    parser.add_argument(
+        "--busy-timeout",
+        type=float,
+        default=DEFAULT_BUSY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long to wait for another process holding the store (%(default)s)",
+    )
     parser.set_defaults(func=lambda args: _main(run, args))
     return parser
 
 
 def _main(run: Command, args: argparse.Namespace) -> int:
-    store = SQLiteStore(args.db)
+    store = SQLiteStore(args.db, busy_timeout=args.busy_timeout)
     try:
         return asyncio.run(run(args, store))
     except LoopstateError as exc:
-        print(f"loopstate {args.command}: {exc}", file=sys.stderr)
+        print(shown(f"loopstate {args.command}: {exc}"), file=sys.stderr)
         return 2
     finally:
         store.close()
@@ -87,7 +95,7 @@ async def _list(args: argparse.Namespace, store: SQLiteStore) -> int:
         print("no runs")
     for r in runs:
         pending = f"  {r.pending} pending" if r.pending else ""
-        print(f"{r.run_id}  {r.status:<17} {r.state:<17} steps {r.steps}{pending}")
+        print(shown(f"{r.run_id}  {r.status:<17} {r.state:<17} steps {r.steps}{pending}"))
     return 0
 
 
@@ -97,23 +105,23 @@ async def _show(args: argparse.Namespace, store: SQLiteStore) -> int:
         print(json.dumps(_summary(state), indent=2))
         return 0
     s = _summary(state)
-    print(f"run {state.run_id} ({state.machine}): {state.status}, state {state.state}")
+    print(shown(f"run {state.run_id} ({state.machine}): {state.status}, state {state.state}"))
     if state.stop_reason or state.error:
-        print(f"  stop reason: {state.stop_reason}  error: {state.error}")
-    print(f"  history: {s['history']}; steps {state.steps}; usage {s['usage']}")
+        print(shown(f"  stop reason: {state.stop_reason}  error: {state.error}"))
+    print(shown(f"  history: {s['history']}; steps {state.steps}; usage {s['usage']}"))
     print("transitions:")
     for t in state.transitions:
         who = f" by {t.actor}" if t.actor else ""
         why = f" ({t.reason})" if t.reason else ""
-        print(f"  {t.seq:>3} {t.source} → {t.target} [{t.event}]{who}{why}")
+        print(shown(f"  {t.seq:>3} {t.source} → {t.target} [{t.event}]{who}{why}"))
     if state.pending:
         print("pending approvals:")
         queued = {q.call_id: q for q in state.inbox}
         for p in state.pending:
             mark = f"  (decided: {queued[p.call_id].decision.kind})" if p.call_id in queued else ""
-            print(f"  {p.call_id}  {p.tool} {json.dumps(p.arguments)}{mark}")
+            print(shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{mark}"))
     if state.output:
-        print(f"output: {state.output}")
+        print(shown(f"output: {state.output}"))
     return 0
 
 
@@ -138,15 +146,14 @@ def _summary(state: RunState) -> dict[str, Any]:
 async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
     from loopstate.engine.operations import queue_decision
 
-    decision: Decision
-    if args.command == "approve":
-        decision = Approve()
-    elif args.command == "deny":
-        decision = Deny(args.reason)
-    else:
-        decision = Edit(_json_object(args.args))
+    form: dict[str, Any] = {"kind": args.command}  # approve, deny or edit
+    if args.command == "deny":
+        form["reason"] = args.reason
+    if args.command == "edit":
+        form["arguments"] = _json_object(args.args)
+    decision = as_decision(form)  # the one parser of decisions: an edit is checked here
     await queue_decision(store, args.run, args.call, decision, actor=args.actor)
-    print(f"{args.command} recorded for {args.call} of run {args.run}; it applies at resume")
+    print(shown(f"{args.command} recorded for {args.call} of run {args.run}; it applies at resume"))
     return 0
 
 
@@ -154,7 +161,7 @@ async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
     from loopstate.engine.operations import abort_run
 
     result = await abort_run(store, args.run, args.reason, actor=args.actor)
-    print(f"run {result.run_id}: {result.status} ({result.stop_reason})")
+    print(shown(f"run {result.run_id}: {result.status} ({result.stop_reason})"))
     return 0
 
 
@@ -175,12 +182,14 @@ async def _resume(args: argparse.Namespace, store: SQLiteStore) -> int:
 
 def _print_result(result: RunResult) -> None:
     for t in result.transitions:
-        print(f"  [{t.seq:>2}] {t.source} → {t.target}")
-    print(f"status: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
+        print(shown(f"  [{t.seq:>2}] {t.source} → {t.target}"))
+    print(
+        shown(f"status: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
+    )
     for p in result.pending:
-        print(f"  pending: {p.call_id} {p.tool} {json.dumps(p.arguments)}")
+        print(shown(f"  pending: {p.call_id} {p.tool} {shown_json(p.arguments)}"))
     if result.output:
-        print(f"answer: {result.output}")
+        print(shown(f"answer: {result.output}"))
 
 
 def load_agent(spec: str) -> Any:
@@ -203,14 +212,20 @@ def load_agent(spec: str) -> Any:
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise DefinitionError(
             f"--args is not valid JSON: {exc.msg} at position {exc.pos}"
         ) from None
+    except RecursionError:
+        raise DefinitionError("--args is nested too deeply; give flatter arguments") from None
     if not isinstance(value, dict):
         raise DefinitionError("--args must be a JSON object")
     return value
+
+
+def _not_json(name: str) -> Any:
+    raise DefinitionError(f"--args holds {name}, which is not JSON; give a finite number")
 
 
 def _user() -> str:

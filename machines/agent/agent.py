@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver, Decision
+from loopstate.engine.approval import Approver, Decision, SyncApprover, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -50,7 +50,7 @@ class Agent:
         tools: Iterable[Tool] = (),
         *,
         instructions: str | None = None,
-        approver: Approver | None = None,
+        approver: Approver | SyncApprover | None = None,
         auto_approve: bool = False,
         max_steps: int = 25,
         stop_when: Sequence[StopCondition] = (),
@@ -76,7 +76,7 @@ class Agent:
         self.instructions = instructions
         self.options = RunOptions(
             store=default_store(store),
-            approver=approver,
+            approver=as_approver(approver) if approver is not None else None,
             auto_approve=auto_approve,
             hooks=hook_chain(hooks),
             workspace=workspace_path(workspace),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loopstate.engine.approval import as_decision
+from loopstate.engine.approval import as_decisions
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.events import ApprovalRequested, DecisionRefused, ToolApproval
@@ -61,15 +61,11 @@ class Decisions:
         await core.save()
         return True
 
-    async def apply(self, decisions: Mapping[str, Any], *, actor: str) -> None:
+    async def apply(self, decisions: object, *, actor: str) -> None:
         """Apply decisions (by call id) to the current batch, all or none: `DecisionError`
         changes nothing. An `Abort` ends the run."""
         loop = self.loop
-        if not isinstance(decisions, Mapping):
-            raise DecisionError(
-                f"decisions must map call ids to decisions, not {type(decisions).__name__}"
-            )
-        parsed = {str(cid): as_decision(d) for cid, d in decisions.items()}
+        parsed = as_decisions(decisions)
         batch = {c.call_id: c for c in loop.state.batch}
         unknown = sorted(set(parsed) - set(batch))
         if unknown:

@@ -25,6 +25,7 @@ from loopstate.engine.executor import Executor, result_message
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Model, ModelRequest, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
+from loopstate.engine.sanitize import storable, storable_text
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.decisions import Decisions
@@ -163,7 +164,8 @@ class LoopSteps:
         )
         if hooks is not None:
             await hooks.before_model(request)
-        response = await model.complete(request)
+        # What enters the run must be storable whatever the port sent (lone surrogates).
+        response = storable(await model.complete(request))
         if hooks is not None:
             await hooks.after_model(request, response)
         return response
@@ -216,7 +218,7 @@ class LoopSteps:
         if hooks is not None:
             replacement = await hooks.after_tool(finished, finished.result or "")
             if replacement is not None:
-                finished = finished.evolve(result=replacement)
+                finished = finished.evolve(result=storable_text(replacement))
         self.state = self.state.replace_call(finished)
         self._unsaved_results -= 1
         if self._unsaved_results:  # the last result is saved with the batch's closing commit

@@ -8,7 +8,7 @@ from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import Approver, Decision
+from loopstate.engine.approval import Approver, Decision, SyncApprover, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -48,7 +48,7 @@ class Flow:
         name: str | None = None,
         model: str | Model | None = None,
         models: Mapping[str, str | Model] | None = None,
-        approver: Approver | None = None,
+        approver: Approver | SyncApprover | None = None,
         auto_approve: bool = False,
         hooks: Hooks | Sequence[Hooks] | None = None,
         store: Store | None = None,
@@ -80,7 +80,7 @@ class Flow:
         }
         self.options = RunOptions(
             store=default_store(store),
-            approver=approver,
+            approver=as_approver(approver) if approver is not None else None,
             auto_approve=auto_approve,
             hooks=hook_chain(hooks),
             workspace=workspace_path(workspace),
