@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loopstate.engine.approval import Approver, Decision
+from loopstate.engine.callids import with_run_ids
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.errors import DecisionError, LoopstateError
 from loopstate.engine.events import (
@@ -38,6 +39,7 @@ from loopstate.engine.events import (
     TransitionEvent,
 )
 from loopstate.engine.executor import Executor, result_message
+from loopstate.engine.failure import failure_of
 from loopstate.engine.hooks import HookChain
 from loopstate.engine.logs import get_logger
 from loopstate.engine.messages import Message
@@ -156,6 +158,7 @@ class Runner:
                 self.log.error("run_failed", error=error.splitlines()[0])
             else:
                 self.log.error("run_failed", exc_info=exc)
+            self.state = self.state.evolve(failure=failure_of(exc))
             await self._end("fail", error=error, reason=error, actor="system")
         finally:
             await self.config.store.release(self.state.run_id, owner=self.config.owner)
@@ -203,6 +206,8 @@ class Runner:
         if self.hooks is not None:
             await self.hooks.before_model(request)
         response = await model.complete(request)
+        # Run-unique call ids before anything (hooks, records, events, store) sees the reply.
+        response = with_run_ids(response, (c.call_id for c in state.calls), len(state.calls) + 1)
         if self.hooks is not None:
             await self.hooks.after_model(request, response)
         reply = response.message
@@ -224,6 +229,7 @@ class Runner:
                 tool_calls=tuple(c.name for c in reply.calls),
                 usage=response.usage,
                 text=reply.content,
+                reasoning=reply.reasoning,
             )
         )
         for record in records:

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from loopstate.engine.approval import ApprovalRequest, Decision
 from loopstate.engine.data import Frozen
+from loopstate.engine.failure import RunFailure
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Usage
 
@@ -106,6 +107,8 @@ class RunState(Frozen):
     stop_reason: str | None = None
     output: str | None = None
     error: str | None = None
+    failure: RunFailure | None = None
+    """What ended the run in `failed`, as data (status, retry-after, ...)."""
     created_at: float = 0.0
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
