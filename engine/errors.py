@@ -33,6 +33,11 @@ class ModelError(LoopstateError):
     the seconds the provider asked to wait, when it said.
     """
 
+    status: int | None
+    error_type: str | None
+    provider_message: str | None
+    retry_after: float | None
+
     def __init__(
         self,
         message: str,
