@@ -58,7 +58,7 @@ class ModelError(LoopstateError):
         """Whether the same request may succeed later: a timeout, a rate limit, a provider
         error (5xx, 529 overloaded) or no reply at all."""
         if self.status is None:
-            return self.error_type == "connection"
+            return self.error_type in ("connection", "timeout")
         return self.status in (408, 429) or self.status >= 500
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
 from loopstate.engine.data import Frozen
 from loopstate.engine.messages import AssistantMessage, Message
 
@@ -37,6 +39,11 @@ class ModelRequest(Frozen):
     step: int = 0
 
 
+_LATER_COUNTERS = frozenset(
+    {"cached_tokens", "cache_creation_tokens", "reasoning_tokens", "unpriced"}
+)
+
+
 class Usage(Frozen):
     """Tokens and cost of one model call, or summed over a run.
 
@@ -58,6 +65,14 @@ class Usage(Frozen):
     cache_creation_tokens: int = 0
     reasoning_tokens: int = 0
     unpriced: int = 0
+
+    @model_serializer(mode="wrap")
+    def _without_unreported(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Counters added after version 1 are left out while 0, so a run with nothing to
+        # report stores and records exactly what it did before they existed.
+        # An unknown cost stays null even under exclude_none: missing, it would load as 0.0.
+        dumped: dict[str, Any] = {"cost_usd": None, **handler(self)}
+        return {k: v for k, v in dumped.items() if k not in _LATER_COUNTERS or v}
 
     @property
     def total_tokens(self) -> int:

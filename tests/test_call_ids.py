@@ -122,3 +122,14 @@ def test_usage_sums_known_costs_and_counts_the_unpriced_calls() -> None:
     assert (total.cached_tokens, total.cache_creation_tokens, total.reasoning_tokens) == (4, 3, 2)
     assert (unpriced + unpriced).cost_usd is None
     assert (Usage() + priced).cost_known
+
+
+def test_an_unknown_cost_survives_a_round_trip_and_unreported_counters_stay_out() -> None:
+    unknown = Usage(prompt_tokens=5, cost_usd=None, unpriced=1)
+    text = unknown.model_dump_json(exclude_none=True)
+    assert Usage.model_validate_json(text) == unknown
+    assert Usage(prompt_tokens=1).model_dump() == {
+        "prompt_tokens": 1,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }

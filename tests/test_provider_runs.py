@@ -10,7 +10,7 @@ from pathlib import Path
 
 import provider_replies as pr
 import pytest
-from model_server import raw_reply, serve
+from model_server import dropped_connection, raw_reply, serve
 from support import make_tools
 from test_providers_over_http import claude, compatible
 
@@ -151,3 +151,12 @@ async def test_a_rate_limited_call_is_retried_after_the_providers_wait() -> None
                 ModelRequest(messages=(UserMessage(content="hi"),))
             )
     assert (caught.value.status, waits[1:], len(s.requests)) == (529, [0.5, 1.0], 3)
+
+
+async def test_a_dropped_connection_has_no_status_and_may_be_retried() -> None:
+    with serve(dropped_connection()) as s, pytest.raises(ModelError) as caught:
+        await compatible(s, "openai/gpt-4o").complete(
+            ModelRequest(messages=(UserMessage(content="hi"),))
+        )
+    assert (caught.value.status, caught.value.error_type) == (None, "connection")
+    assert caught.value.retryable
