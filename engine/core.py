@@ -24,6 +24,7 @@ from typing import Any, Literal, ParamSpec, Protocol
 from loopstate.engine.clock import Clock
 from loopstate.engine.errors import DecisionError, LoopstateError, RunBusy
 from loopstate.engine.events import Event, RunFinished, RunSuspended, TransitionEvent
+from loopstate.engine.failure import failure_of
 from loopstate.engine.hooks import HookChain
 from loopstate.engine.logs import get_logger
 from loopstate.engine.state import RunState, Transition
@@ -134,6 +135,7 @@ class RunCore:
             if self.state is not self.saved:  # what was not saved did not happen
                 self.state = self.saved
                 stepper.reset()
+            self.state = self.state.evolve(failure=failure_of(exc))
             await self.end(stepper, "fail", Cause(error, "system"), error=error)
         await self.finish(stepper)
 

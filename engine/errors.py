@@ -26,7 +26,42 @@ class DefinitionError(LoopstateError):
 
 
 class ModelError(LoopstateError):
-    pass
+    """The model port failed. What a caller can act on is kept apart from the text:
+
+    `status` is the provider's HTTP status as the provider meant it (None when no HTTP
+    reply came: a connection error or a reply loopstate could not read), `error_type` the
+    provider's error type (`overloaded_error`, `rate_limit_exceeded`, ...; `connection`
+    when no reply came), `provider_message` the provider's own message, and `retry_after`
+    the seconds the provider asked to wait, when it said.
+    """
+
+    status: int | None
+    error_type: str | None
+    provider_message: str | None
+    retry_after: float | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        provider_message: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.provider_message = provider_message
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed later: a timeout, a rate limit, a provider
+        error (5xx, 529 overloaded) or no reply at all."""
+        if self.status is None:
+            return self.error_type in ("connection", "timeout")
+        return self.status in (408, 429) or self.status >= 500
 
 
 class ScriptExhausted(ModelError):

@@ -64,6 +64,8 @@ class ModelResponded(_Event):
     tool_calls: tuple[str, ...]
     usage: Usage
     text: str | None = None
+    reasoning: str | None = None
+    """The model's reasoning text, when the provider returned it."""
 
 
 class ApprovalRequested(_Event):

@@ -8,17 +8,15 @@ otherwise litellm fetches its cost map from GitHub on import (and offline retrie
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from typing import Any
 
-from pydantic import ValidationError
-
-from loopstate.engine.errors import ModelError
-from loopstate.engine.messages import AssistantMessage, FunctionCall, ToolCall, to_wire
-from loopstate.engine.model import ModelRequest, ModelResponse, Usage
-from loopstate.engine.sanitize import storable
+from loopstate.engine.litellm_errors import model_error
+from loopstate.engine.litellm_reply import read_reply
+from loopstate.engine.messages import Origin
+from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.wire import provider_messages
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -58,6 +56,7 @@ class LiteLLMModel:
         if reserved:
             raise TypeError(f"LiteLLMModel sets {', '.join(reserved)} itself; do not pass it")
         self._name = name
+        self._origin: Origin | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
 
@@ -76,65 +75,33 @@ class LiteLLMModel:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise ModelError(f"model {self._name} failed: {type(exc).__name__}: {exc}") from exc
-        return _response(raw, self._name)
+            raise model_error(exc, self._name) from exc
+        return read_reply(raw, self.origin)
+
+    @property
+    def origin(self) -> Origin:
+        """This model as the producer of a turn: its litellm provider and configured name.
+        A turn's thinking, reasoning and provider fields go back only to an equal origin."""
+        if self._origin is None:
+            self._origin = Origin(provider=self._provider(), model=self._name)
+        return self._origin
+
+    def _provider(self) -> str:
+        chosen = self.settings.get("custom_llm_provider")
+        if isinstance(chosen, str):
+            return chosen
+        try:
+            return str(_import_litellm().get_llm_provider(self._name)[1])
+        except Exception:  # litellm does not know it: the name's prefix is what it routes by
+            return self._name.split("/", 1)[0]
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = dict(self.settings)
         if "num_retries" not in arguments and "max_retries" not in arguments:
             arguments["num_retries"] = 0
         arguments["model"] = self._name
-        arguments["messages"] = [to_wire(m) for m in request.messages]
+        arguments["messages"] = provider_messages(request.messages, self.origin)
         if request.tools:
             arguments["tools"] = [d.to_wire() for d in request.tools]
             arguments["tool_choice"] = request.tool_choice
         return arguments
-
-
-def _response(raw: Any, name: str) -> ModelResponse:
-    """litellm's `ModelResponse` (OpenAI-shaped whatever the provider) as ours."""
-    try:
-        choice = raw.choices[0]
-        message = choice.message
-        calls = tuple(
-            ToolCall(
-                id=c.id,
-                function=FunctionCall(name=c.function.name, arguments=_raw_arguments(c.function)),
-            )
-            for c in (message.tool_calls or ())
-        )
-        usage = getattr(raw, "usage", None)
-        response = ModelResponse(
-            message=AssistantMessage(content=message.content, tool_calls=calls or None),
-            usage=Usage(
-                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                cost_usd=_cost(raw),
-            ),
-            model=getattr(raw, "model", None) or name,
-            finish_reason=getattr(choice, "finish_reason", None),
-        )
-    except (AttributeError, IndexError, TypeError, ValidationError) as exc:
-        raise ModelError(f"model {name} returned a reply loopstate cannot read: {exc}") from exc
-    # the reply enters the run here: text that JSON can carry but UTF-8 cannot is replaced
-    return storable(response)
-
-
-def _raw_arguments(function: Any) -> str:
-    arguments = function.arguments
-    return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-
-
-def _cost(raw: Any) -> float:
-    """The call's cost in USD as litellm priced it during the call; 0.0 when it could not.
-
-    litellm computes it with the call's full context (provider, custom prices passed as
-    settings) and stores None when the model is not in its cost map. Calling
-    `completion_cost` again afterwards loses that context and raises for unknown models.
-    """
-    hidden = getattr(raw, "_hidden_params", None)  # a dict, or a HiddenParams model
-    if isinstance(hidden, dict):
-        cost = hidden.get("response_cost")
-    else:
-        cost = getattr(hidden, "response_cost", None)
-    return float(cost) if isinstance(cost, int | float) else 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.data import Frozen
 from loopstate.engine.events import Event
+from loopstate.engine.failure import RunFailure
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Usage
 from loopstate.engine.state import RunState, RunStatus, Transition
@@ -17,6 +18,8 @@ class RunResult(Frozen):
     output: str | None = None
     stop_reason: str | None = None
     error: str | None = None
+    failure: RunFailure | None = None
+    """For a failed run: the error as data, e.g. a model error's `status` and `retry_after`."""
     messages: tuple[Message, ...] = ()
     transitions: tuple[Transition, ...] = ()
     pending: tuple[ApprovalRequest, ...] = ()
@@ -33,6 +36,7 @@ class RunResult(Frozen):
             output=state.output,
             stop_reason=state.stop_reason,
             error=state.error,
+            failure=state.failure,
             messages=state.messages,
             transitions=state.transitions,
             pending=tuple(state.pending),

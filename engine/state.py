@@ -14,6 +14,7 @@ from loopstate.engine.approval import ApprovalRequest, Decision
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError
+from loopstate.engine.failure import RunFailure
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Usage
 
@@ -166,6 +167,8 @@ class RunState(Frozen):
     stop_reason: str | None = None
     output: str | None = None
     error: str | None = None
+    failure: RunFailure | None = None
+    """What ended the run in `failed`, as data (status, retry-after, ...)."""
     created_at: float = 0.0
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()

@@ -41,6 +41,10 @@ class Reply:
     """Seconds to wait before answering."""
     drop: bool = False
     """Close the connection without any response."""
+    body: dict[str, Any] | None = None
+    """A raw provider JSON body, sent as is (with `status`): a recorded real reply."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Extra response headers (e.g. `("retry-after", "7")`)."""
 
 
 def text_reply(text: str, *, usage: tuple[int, int] = (11, 7)) -> Reply:
@@ -53,6 +57,14 @@ def tool_call_reply(*calls: Call, text: str | None = None) -> Reply:
 
 def error_reply(status: int = 500) -> Reply:
     return Reply(status=status)
+
+
+def raw_reply(
+    body: dict[str, Any], *, status: int = 200, headers: tuple[tuple[str, str], ...] = ()
+) -> Reply:
+    """A provider's JSON body exactly as given: an OpenAI-format or Anthropic-format reply
+    (or error), shaped after a real recorded response."""
+    return Reply(body=body, status=status, headers=headers)
 
 
 def dropped_connection() -> Reply:
@@ -218,15 +230,21 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             time.sleep(reply.delay)
             if reply.drop:
                 self.close_connection = True
+            elif reply.body is not None:
+                self._send(reply.status, reply.body, reply.headers)
             elif reply.status != 200:
                 self._send(reply.status, _error_body(anthropic, reply.status, "scripted error"))
             else:
                 self._send(200, (anthropic_body if anthropic else openai_body)(reply, model))
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
+        def _send(
+            self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()
+        ) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
+            for name, value in headers:
+                self.send_header(name, value)
             self.send_header("content-length", str(len(data)))
             try:
                 self.end_headers()

@@ -53,7 +53,9 @@ def suspended_run(db: Path) -> str:
     return result.run_id
 
 
-def test_runs_show_prints_a_models_call_id_and_arguments_escaped(tmp_path: Path) -> None:
+def test_runs_show_prints_a_models_arguments_escaped_under_a_typeable_call_id(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "runs.db"
     run = suspended_run(db)
     out = loopstate("runs", "show", run, "--db", str(db), cwd=tmp_path)
@@ -61,9 +63,10 @@ def test_runs_show_prints_a_models_call_id_and_arguments_escaped(tmp_path: Path)
     assert "\x1b" not in out.stdout
     assert "\u202e" not in out.stdout
     pending = out.stdout.split("pending approvals:\n")[1].splitlines()
+    # the model's id is not typeable, so the run gives the call its own (the model's is kept
+    # for the wire); the arguments are shown escaped
     assert pending == [
-        r'  c1\x1b[8m\nc2  pay {}  write_file {"path": "docs/\u001b[2Kx\u202eetc", '
-        r'"note": "line\nforged line"}'
+        r'  call_1  write_file {"path": "docs/\u001b[2Kx\u202eetc", "note": "line\nforged line"}'
     ]
 
 

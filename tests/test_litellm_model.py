@@ -23,6 +23,7 @@ from loopstate.engine.litellm_model import LiteLLMModel
 from loopstate.engine.messages import (
     AssistantMessage,
     Message,
+    Origin,
     SystemMessage,
     ToolMessage,
     UserMessage,
@@ -47,6 +48,9 @@ HISTORY: tuple[Message, ...] = (
     AssistantMessage(tool_calls=(tool_call("call_1", "read_file", '{"path": "a.md"}'),)),
     ToolMessage(tool_call_id="call_1", content="# A"),
 )
+
+
+TEST_ORIGIN = Origin(provider="openai", model="openai/test-model")
 
 
 def openai_model(
@@ -84,13 +88,16 @@ async def test_a_tool_call_reply_keeps_the_providers_ids_names_and_raw_arguments
             tool_call("call_Zx9", "read_file", '{"path":   "a.md" }'),
             tool_call("call_Q2", "read_file", '{"path": '),
         ),
+        origin=TEST_ORIGIN,
     )
     assert response.finish_reason == "tool_calls"
 
 
 async def test_a_text_reply_becomes_an_assistant_message_without_tool_calls() -> None:
     response, _ = await complete_once(text_reply("Hello."))
-    assert response.message == AssistantMessage(content="Hello.", tool_calls=None)
+    assert response.message == AssistantMessage(
+        content="Hello.", tool_calls=None, origin=TEST_ORIGIN
+    )
     assert (response.finish_reason, response.model) == ("stop", "test-model")
 
 
@@ -125,10 +132,11 @@ async def test_settings_pass_through_to_the_request_body_and_headers() -> None:
     assert "num_retries" not in request.body
 
 
-async def test_usage_is_taken_from_the_reply_and_an_unpriced_model_costs_nothing() -> None:
+async def test_usage_is_taken_from_the_reply_and_an_unpriced_models_cost_is_unknown() -> None:
     response, _ = await complete_once(text_reply("ok", usage=(13, 5)))
     assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (13, 5)
-    assert response.usage.cost_usd == 0.0
+    assert (response.usage.cost_usd, response.usage.unpriced) == (None, 1)
+    assert not response.usage.cost_known
 
 
 async def test_a_priced_model_costs_what_litellms_local_price_map_says() -> None:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
+from loopstate.engine.callids import with_run_ids
 from loopstate.engine.core import Cause, Ending, RunCore
 from loopstate.engine.events import ModelRequested, ModelResponded, ToolFinished, ToolStarted
 from loopstate.engine.executor import Executor, result_message
@@ -130,6 +131,7 @@ class LoopSteps:
                 tool_calls=tuple(c.name for c in reply.calls),
                 usage=response.usage,
                 text=reply.content,
+                reasoning=reply.reasoning,
             )
         )
         for record in records:
@@ -166,6 +168,9 @@ class LoopSteps:
             await hooks.before_model(request)
         # What enters the run must be storable whatever the port sent (lone surrogates).
         response = storable(await model.complete(request))
+        # Run-unique call ids before anything (hooks, records, events, store) sees the reply.
+        state = self.state
+        response = with_run_ids(response, (c.call_id for c in state.calls), len(state.calls) + 1)
         if hooks is not None:
             await hooks.after_model(request, response)
         return response

@@ -1,0 +1,89 @@
+"""litellm's exceptions as `ModelError`s a caller can act on: the provider's real status,
+error type and message, and how long it asked to wait. Duck-typed (no litellm import).
+
+What litellm 1.106 gives (checked over real HTTP): `status_code` (Anthropic's 529
+"overloaded" arrives as 500, its body type says `overloaded_error`), the response headers in
+`litellm_response_headers` (`response.headers` is a synthesized, empty copy), OpenAI's error
+object in `body`, Anthropic's only as JSON inside the message. A dropped connection arrives
+as a 500 with no response headers.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Any
+
+from loopstate.engine.errors import ModelError
+
+_OVERLOADED = 529
+
+
+def model_error(exc: Exception, model: str) -> ModelError:
+    headers = getattr(exc, "litellm_response_headers", None)
+    status = getattr(exc, "status_code", None)
+    error = _error_object(exc)
+    error_type = _text(error.get("code")) or _text(error.get("type"))
+    kind = type(exc).__name__
+    if kind == "Timeout":
+        status, error_type = None, "timeout"
+    elif kind == "APIConnectionError" or (headers is None and not error and status in (None, 500)):
+        status, error_type = None, "connection"
+    elif error_type == "overloaded_error":
+        status = _OVERLOADED
+    return ModelError(
+        f"model {model} failed: {kind}: {exc}",
+        status=status if isinstance(status, int) else None,
+        error_type=error_type,
+        provider_message=_text(error.get("message")),
+        retry_after=retry_after(headers),
+    )
+
+
+def _error_object(exc: Exception) -> dict[str, Any]:
+    """The provider's error object (`{"type", "message", ...}`), wherever litellm left it."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        body = _json_in(str(getattr(exc, "message", "") or exc))
+    inner = body.get("error")
+    return inner if isinstance(inner, dict) else body
+
+
+def _json_in(text: str) -> dict[str, Any]:
+    start = text.find("{")
+    if start < 0:
+        return {}
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

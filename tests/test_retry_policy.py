@@ -1,0 +1,38 @@
+"""When a failed model call is retried, and after how long."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopstate.engine.errors import ModelError
+from loopstate.engine.retry import RetryPolicy
+
+
+@pytest.mark.parametrize(
+    ("error", "attempt", "delay"),
+    [
+        (ModelError("x", status=429), 1, 1.0),
+        (ModelError("x", status=529), 2, 2.0),
+        (ModelError("x", status=500), 3, None),  # attempts used up
+        (ModelError("x", status=503), 2, 2.0),
+        (ModelError("x", status=408), 1, 1.0),
+        (ModelError("x", error_type="connection"), 1, 1.0),
+        (ModelError("x", error_type="timeout"), 1, 1.0),
+        (ModelError("x", status=400), 1, None),
+        (ModelError("x", status=401), 1, None),
+        (ModelError("x", error_type="unreadable_reply"), 1, None),
+        (ModelError("x", status=429, retry_after=7.0), 1, 7.0),
+        (ModelError("x", status=429, retry_after=0.0), 1, 0.0),
+        (ModelError("x", status=429, retry_after=90.0), 1, None),  # longer than max_delay_s
+    ],
+)
+def test_only_errors_that_may_pass_are_retried_after_backoff_or_retry_after(
+    error: ModelError, attempt: int, delay: float | None
+) -> None:
+    assert RetryPolicy(attempts=3, backoff_s=1.0, max_delay_s=60).delay(error, attempt) == delay
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    policy = RetryPolicy(attempts=10, backoff_s=1.0, max_delay_s=5.0)
+    error = ModelError("x", status=503)
+    assert [policy.delay(error, n) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
