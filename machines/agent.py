@@ -101,8 +101,8 @@ class Agent:
         options = {**self._options, **changes}
         return Agent(options.pop("model"), options.pop("tools"), **options)
 
-    def _runner_config(self) -> RunConfig:
-        return RunConfig(**{**vars(self._config), "owner": lease_owner()})
+    def _runner_config(self, owner: str | None = None) -> RunConfig:
+        return RunConfig(**{**vars(self._config), "owner": owner or lease_owner()})
 
     async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Start a run and drive it until it ends or suspends."""
@@ -131,14 +131,16 @@ class Agent:
         decisions: Mapping[str, Decision] | None = None,
         *,
         actor: str = "resume",
+        owner: str | None = None,
     ) -> RunResult:
         """Continue a suspended or interrupted run exactly where it stopped.
 
         `decisions` (by call id) are applied all or none: an unknown call, a decision for
         other arguments (`digest`) or a second decision for a call raises `DecisionError`
         and leaves the run unchanged. Decisions recorded in the store (e.g. by the CLI) are
-        applied first. Raises `RunBusy` if another process is driving the run."""
-        config = self._runner_config()
+        applied first. Raises `RunBusy` if another process is driving the run. `owner`: the
+        lease owner to resume under (a worker's, which claimed the run); else a new one."""
+        config = self._runner_config(owner)
         state = await self.store.acquire(
             run_id, owner=config.owner, now=self.clock(), ttl=config.lease_s
         )

@@ -138,10 +138,12 @@ class Flow:
         message: str | None = None,
         decisions: Mapping[str, Decision] | None = None,
         actor: str = "resume",
+        owner: str | None = None,
     ) -> FlowResult:
         """Continue a suspended or interrupted run where it stopped: with the user's `message`
-        when it waits for input, with `decisions` (by call id) when it waits for approval."""
-        owner = lease_owner()
+        when it waits for input, with `decisions` (by call id) when it waits for approval.
+        `owner`: the lease owner to resume under (a worker's, which claimed the run)."""
+        owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self._config.lease_s
         )
