@@ -12,13 +12,14 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from loopstate.cli.stores import DB_HELP, DEFAULT_DB, close_store, open_store
 from loopstate.engine.approval import Approve, Decision, Deny, Edit
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
-from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
 from loopstate.engine.state import RunState
+from loopstate.engine.store import Store
 
-Command = Callable[[argparse.Namespace, SQLiteStore], Coroutine[Any, Any, int]]
+Command = Callable[[argparse.Namespace, Store], Coroutine[Any, Any, int]]
 
 
 def register(subparsers: Any) -> None:
@@ -62,23 +63,28 @@ def register(subparsers: Any) -> None:
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
     parser = subparsers.add_parser(name, **kwargs)
-    parser.add_argument("--db", default=str(DEFAULT_PATH), help="the SQLite store (%(default)s)")
+    parser.add_argument("--db", default=DEFAULT_DB, help=DB_HELP)
     parser.set_defaults(func=lambda args: _main(run, args))
     return parser
 
 
 def _main(run: Command, args: argparse.Namespace) -> int:
-    store = SQLiteStore(args.db)
     try:
-        return asyncio.run(run(args, store))
+        return asyncio.run(_with_store(run, args))
     except LoopstateError as exc:
         print(f"loopstate {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+async def _with_store(run: Command, args: argparse.Namespace) -> int:
+    store = open_store(args.db)
+    try:
+        return await run(args, store)
     finally:
-        store.close()
+        await close_store(store)
 
 
-async def _list(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _list(args: argparse.Namespace, store: Store) -> int:
     runs = await store.list_runs(status=args.status)
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
@@ -91,7 +97,7 @@ async def _list(args: argparse.Namespace, store: SQLiteStore) -> int:
     return 0
 
 
-async def _show(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _show(args: argparse.Namespace, store: Store) -> int:
     state = await store.load(args.run)
     if args.json:
         print(json.dumps(_summary(state), indent=2))
@@ -135,7 +141,7 @@ def _summary(state: RunState) -> dict[str, Any]:
     }
 
 
-async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _decide(args: argparse.Namespace, store: Store) -> int:
     from loopstate.machines.runs import queue_decision
 
     decision: Decision
@@ -150,7 +156,7 @@ async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
     return 0
 
 
-async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _abort(args: argparse.Namespace, store: Store) -> int:
     from loopstate.machines.runs import abort_run
 
     result = await abort_run(store, args.run, args.reason, actor=args.actor)
@@ -158,7 +164,7 @@ async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
     return 0
 
 
-async def _resume(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _resume(args: argparse.Namespace, store: Store) -> int:
     from loopstate.machines.flows import Flow
 
     target = load_agent(args.agent).clone(store=store)
