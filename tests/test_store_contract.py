@@ -366,3 +366,18 @@ async def test_concurrent_claimers_never_get_the_same_run(handles) -> None:
     )
     claimed = [run_id for batch in batches for run_id in batch]
     assert sorted(claimed) == sorted(f"r{i}" for i in range(12))
+
+
+async def test_a_sqlite_file_of_schema_1_is_migrated_and_its_ready_runs_found(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    suspended = await suspended_agent(store)[0].run("go")
+    await queue_decision(store, "run-1", suspended.pending[0].call_id, Approve(), actor="t")
+    store.close()
+    corrupt(path, "DROP INDEX runs_ready")  # back to what schema 1 was
+    corrupt(path, "ALTER TABLE runs DROP COLUMN ready")
+    corrupt(path, "PRAGMA user_version = 1")
+    assert await SQLiteStore(path).claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (2,)
