@@ -95,8 +95,14 @@ class PostgresStore:
                     f"given, {messages} and {transitions} stored)"
                 )
             columns = _columns(state, owner, now + ttl)
-            await db.execute(_UPDATE, (*columns[1:], state.run_id))
-            await self._append(db, state, messages, transitions)
+            try:
+                async with db.pipeline():  # the writes in one round trip, not one each
+                    await db.execute(_UPDATE, (*columns[1:], state.run_id))
+                    await self._append(db, state, messages, transitions)
+            except errors.UniqueViolation:  # raised at the pipeline's end: two writers raced
+                raise StoreError(
+                    f"run {state.run_id}: refusing to rewrite stored history in {self.where}"
+                ) from None
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         await self._lease(run_id, owner=owner, now=now, ttl=ttl)

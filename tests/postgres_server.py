@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 
+FAST = "-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
 MISSING = "PostgreSQL is not installed (no initdb/pg_ctl): run `bash scripts/setup`"
 
 
@@ -30,9 +31,9 @@ def binaries() -> Path | None:
 
 
 @contextmanager
-def postgres_server(*, durable: bool = False) -> Iterator[str]:
+def postgres_server(*, settings: str = FAST) -> Iterator[str]:
     """Start a server, yield the DSN of its `postgres` database, stop and delete it.
-    `durable=False` turns fsync off: the tests never survive a power cut anyway."""
+    `settings`: server options (by default fsync off: tests never survive a power cut)."""
     bin_dir = binaries()
     if bin_dir is None:
         raise RuntimeError(MISSING)
@@ -43,9 +44,7 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
         as_user = ["runuser", "-u", "postgres", "--"]
     data, port = root / "data", _free_port()
     run = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data)]
-    settings = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-    if not durable:
-        settings += " -c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
     try:
         subprocess.run(
             [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
@@ -53,7 +52,17 @@ def postgres_server(*, durable: bool = False) -> Iterator[str]:
             check=True, capture_output=True,
         )  # fmt: skip
         subprocess.run(
-            [*run, "-l", str(root / "log"), "-w", "-t", "60", "-o", settings, "start"],
+            [
+                *run,
+                "-l",
+                str(root / "log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                f"{options} {settings}",
+                "start",
+            ],
             check=True,
             capture_output=True,
         )
