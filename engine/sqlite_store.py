@@ -10,59 +10,63 @@ millisecond, which is cheaper than hopping to a thread and back.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
-
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.messages import Message
 from loopstate.engine.sqlite_errors import store_errors
-from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
-from loopstate.engine.store import RunSummary, lease_is_live, summarize
+from loopstate.engine.state import RunState
+from loopstate.engine.store import RunSummary, lease_is_live, ready
+from loopstate.engine.store_codec import (
+    decode_run,
+    decode_summary,
+    header,
+    rows,
+    summary_columns,
+    transition_rows,
+)
 
 DEFAULT_PATH = Path(".loopstate") / "runs.db"
-DB_VERSION = 1
+DB_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 Durability = Literal["process", "power"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    machine TEXT NOT NULL,
-    state TEXT NOT NULL,
-    status TEXT NOT NULL,
-    steps INTEGER NOT NULL,
-    pending INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    stop_reason TEXT,
-    header TEXT NOT NULL,
-    lease_owner TEXT,
-    lease_until REAL NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status);
-CREATE TABLE IF NOT EXISTS messages (
-    run_id TEXT NOT NULL, idx INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE IF NOT EXISTS transitions (
-    run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS calls (
-    run_id TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (run_id, position)
-);
-"""
-
-_SPLIT = {"messages", "transitions", "calls"}
-_COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
-"""Header keys holding how many rows each table has for the run: a lost row is detected."""
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: runs, append-only messages and transitions, upserted calls
+        """CREATE TABLE IF NOT EXISTS runs (
+            run_id TEXT PRIMARY KEY,
+            machine TEXT NOT NULL,
+            state TEXT NOT NULL,
+            status TEXT NOT NULL,
+            steps INTEGER NOT NULL,
+            pending INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            stop_reason TEXT,
+            header TEXT NOT NULL,
+            lease_owner TEXT,
+            lease_until REAL NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
+        """CREATE TABLE IF NOT EXISTS messages (
+            run_id TEXT NOT NULL, idx INTEGER NOT NULL, body TEXT NOT NULL,
+            PRIMARY KEY (run_id, idx)
+        )""",
+        """CREATE TABLE IF NOT EXISTS transitions (
+            run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE IF NOT EXISTS calls (
+            run_id TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
+            PRIMARY KEY (run_id, position)
+        )""",
+    ),
+    (  # 2: `ready` (see `store.ready`), kept at every save so `claim` is an index scan
+        "ALTER TABLE runs ADD COLUMN ready INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX runs_ready ON runs (updated_at) WHERE ready = 1",
+    ),
+)
 
 
 class SQLiteStore:
@@ -100,9 +104,9 @@ class SQLiteStore:
             try:
                 db.execute(
                     "INSERT INTO runs (run_id, machine, state, status, steps, pending, "
-                    "created_at, updated_at, stop_reason, header, lease_owner, lease_until) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*_summary_columns(state), _header(state), owner, now + ttl),
+                    "created_at, updated_at, stop_reason, header, lease_owner, lease_until, "
+                    "ready) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*summary_columns(state), header(state), owner, now + ttl, ready(state)),
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {state.run_id} already exists in {self.path}") from None
@@ -113,9 +117,12 @@ class SQLiteStore:
         update = (
             "UPDATE runs SET machine = ?, state = ?, status = ?, steps = ?, pending = ?, "
             "created_at = ?, updated_at = ?, stop_reason = ?, header = ?, "
-            "lease_owner = ?, lease_until = ? WHERE run_id = ?"
+            "lease_owner = ?, lease_until = ?, ready = ? WHERE run_id = ?"
         )
-        values = (*_summary_columns(state)[1:], _header(state), owner, now + ttl, state.run_id)
+        values = (
+            *summary_columns(state)[1:], header(state), owner, now + ttl, ready(state),
+            state.run_id,
+        )  # fmt: skip
         with self._transaction() as db:
             row = db.execute(
                 "SELECT lease_owner, lease_until, json_extract(header, '$.message_count'), "
@@ -157,52 +164,7 @@ class SQLiteStore:
 
     @store_errors
     async def load(self, run_id: str) -> RunState:
-        db = self._connect()
-        row = db.execute("SELECT header FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise RunNotFound(f"no run {run_id!r} in {self.path}")
-        header = _json(row[0], run_id, "runs", "header")
-        version = header.get("schema_version", 0)
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise StoreError(
-                f"run {run_id} was written by a newer loopstate (run schema {version}, "
-                f"this one reads up to {SCHEMA_VERSION})"
-            )
-        messages = [
-            _validated(_MESSAGE, body, run_id, "messages", idx)
-            for idx, body in db.execute(
-                "SELECT idx, body FROM messages WHERE run_id = ? ORDER BY idx", (run_id,)
-            )
-        ]
-        transitions = [
-            _validated(Transition, body, run_id, "transitions", seq)
-            for seq, body in db.execute(
-                "SELECT seq, body FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,)
-            )
-        ]
-        calls = [
-            _validated(CallRecord, body, run_id, "calls", pos)
-            for pos, body in db.execute(
-                "SELECT position, body FROM calls WHERE run_id = ? ORDER BY position", (run_id,)
-            )
-        ]
-        for table, rows in (("messages", messages), ("transitions", transitions), ("calls", calls)):
-            expected = header.pop(_COUNTS[table], None)
-            if expected is not None and expected != len(rows):
-                raise StoreError(
-                    f"run {run_id}: {len(rows)} {table} rows in {self.path}, "
-                    f"its header says {expected}"
-                )
-        try:
-            return RunState.model_validate(
-                {**header, "messages": messages, "transitions": transitions, "calls": calls}
-            )
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            raise StoreError(
-                f"run {run_id}: corrupt runs row header in {self.path}: "
-                f"{first['msg']} at {first['loc']}"
-            ) from None
+        return self._load(self._connect(), run_id)
 
     @store_errors
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
@@ -224,6 +186,23 @@ class SQLiteStore:
             )
 
     @store_errors
+    async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
+        with self._transaction() as db:
+            claimed = [
+                run_id
+                for (run_id,) in db.execute(
+                    "SELECT run_id FROM runs WHERE ready = 1 AND lease_until <= ? "
+                    "ORDER BY updated_at LIMIT ?",
+                    (now, limit),
+                )
+            ]
+            db.executemany(
+                "UPDATE runs SET lease_owner = ?, lease_until = ? WHERE run_id = ?",
+                ((owner, now + ttl, run_id) for run_id in claimed),
+            )
+        return claimed
+
+    @store_errors
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
         query = (
             "SELECT run_id, machine, state, status, steps, pending, created_at, updated_at, "
@@ -235,16 +214,7 @@ class SQLiteStore:
         rows = self._connect().execute(
             f"{query} ORDER BY updated_at DESC LIMIT ?", (*params, limit)
         )
-        return [self._summary(row) for row in rows]
-
-    def _summary(self, row: tuple[Any, ...]) -> RunSummary:
-        try:
-            return RunSummary.model_validate(dict(zip(RunSummary.model_fields, row, strict=True)))
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            raise StoreError(
-                f"run {row[0]}: corrupt runs row in {self.path}: {first['msg']} at {first['loc']}"
-            ) from None
+        return [decode_summary(row, str(self.path)) for row in rows]
 
     def close(self) -> None:
         if self._db is not None:
@@ -269,8 +239,7 @@ class SQLiteStore:
             sync = "FULL" if self.durability == "power" else "NORMAL"
             db.execute(f"PRAGMA synchronous = {sync}")
             if version < DB_VERSION:
-                db.executescript(_SCHEMA)
-                db.execute(f"PRAGMA user_version = {DB_VERSION}")
+                self._migrate(db)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise StoreError(f"{self.path} is not a usable loopstate store: {exc}") from None
@@ -279,6 +248,46 @@ class SQLiteStore:
             raise
         self._db = db
         return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Apply the migrations this file lacks, in one transaction (another process may be
+        doing the same: the version is read again under the write lock)."""
+        with _Transaction(db):
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for statement in (s for step in _MIGRATIONS[version:] for s in step):
+                db.execute(statement)
+            if version < 2:
+                self._mark_ready(db)
+            db.execute(f"PRAGMA user_version = {DB_VERSION}")
+
+    def _mark_ready(self, db: sqlite3.Connection) -> None:
+        """Fill `ready` for runs stored before it existed (a corrupt run stays not ready)."""
+        waiting = db.execute(
+            "SELECT run_id FROM runs WHERE status IN ('running', 'awaiting_approval')"
+        ).fetchall()
+        for (run_id,) in waiting:
+            try:
+                is_ready = ready(self._load(db, run_id))
+            except StoreError:
+                continue
+            db.execute("UPDATE runs SET ready = ? WHERE run_id = ?", (is_ready, run_id))
+
+    def _load(self, db: sqlite3.Connection, run_id: str) -> RunState:
+        row = db.execute("SELECT header FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.path}")
+
+        def table(sql: str) -> list[tuple[int, Any]]:
+            return db.execute(sql, (run_id,)).fetchall()
+
+        return decode_run(
+            run_id,
+            str(self.path),
+            row[0],
+            table("SELECT idx, body FROM messages WHERE run_id = ? ORDER BY idx"),
+            table("SELECT seq, body FROM transitions WHERE run_id = ? ORDER BY seq"),
+            table("SELECT position, body FROM calls WHERE run_id = ? ORDER BY position"),
+        )
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._connect())
@@ -310,14 +319,11 @@ class SQLiteStore:
         try:
             db.executemany(
                 "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
-                _rows(run_id, first_message, state.messages[first_message:]),
+                rows(run_id, first_message, state.messages[first_message:]),
             )
             db.executemany(
                 "INSERT INTO transitions (run_id, seq, body) VALUES (?, ?, ?)",
-                (
-                    (run_id, t.seq, t.model_dump_json())
-                    for t in state.transitions[first_transition:]
-                ),
+                transition_rows(state, first_transition),
             )
         except sqlite3.IntegrityError as exc:
             # Messages and transitions are append-only: a row already there means two writers
@@ -327,7 +333,7 @@ class SQLiteStore:
             ) from None
         db.executemany(
             "INSERT OR REPLACE INTO calls (run_id, position, body) VALUES (?, ?, ?)",
-            _rows(run_id, state.batch_start, state.batch),
+            rows(run_id, state.batch_start, state.batch),
         )
 
 
@@ -348,46 +354,3 @@ class _Transaction:
 def open_store(path: str | Path | None = None) -> SQLiteStore:
     """The SQLite store at `path`, or at `.loopstate/runs.db` under the working directory."""
     return SQLiteStore(DEFAULT_PATH if path is None else path)
-
-
-def _summary_columns(state: RunState) -> tuple[Any, ...]:
-    s = summarize(state)
-    return (
-        s.run_id, s.machine, s.state, s.status, s.steps, s.pending,
-        s.created_at, s.updated_at, s.stop_reason,
-    )  # fmt: skip
-
-
-def _header(state: RunState) -> str:
-    header = state.model_dump(mode="json", exclude=_SPLIT)
-    for table, key in _COUNTS.items():
-        header[key] = len(getattr(state, table))
-    return json.dumps(header, separators=(",", ":"))
-
-
-def _rows(run_id: str, start: int, items: Iterable[Any]) -> Iterable[tuple[str, int, str]]:
-    return (
-        (run_id, start + i, item.model_dump_json(exclude_none=True)) for i, item in enumerate(items)
-    )
-
-
-def _json(text: str, run_id: str, table: str, where: object) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"run {run_id}: corrupt {table} row {where}: {exc}") from None
-    if not isinstance(value, dict):
-        raise StoreError(f"run {run_id}: corrupt {table} row {where}: not a JSON object")
-    return value
-
-
-def _validated(kind: Any, body: str, run_id: str, table: str, where: object) -> Any:
-    try:
-        if isinstance(kind, TypeAdapter):
-            return kind.validate_json(body)
-        return kind.model_validate_json(body)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise StoreError(
-            f"run {run_id}: corrupt {table} row {where}: {first['msg']} at {first['loc']}"
-        ) from None

@@ -5,6 +5,9 @@ call records (upserted: the current batch's change as they are decided and run).
 only what is new since the store last saw the run (a store knows how many messages and
 transitions it holds), in one atomic step, and renews the writer's lease: a process that lost
 its lease cannot write (fencing). A long effect keeps its lease with `renew`.
+
+Any process may `claim` runs that are `ready` (see `ready`) and whose lease is free or expired:
+each is leased to one claimer, so a run ready to continue is continued once.
 """
 
 from __future__ import annotations
@@ -52,6 +55,19 @@ def check_append_only(stored: RunState, messages: int, transitions: int) -> None
             f"({messages} messages and {transitions} transitions given, "
             f"{len(stored.messages)} and {len(stored.transitions)} stored)"
         )
+
+
+def ready(state: RunState) -> bool:
+    """Whether the run can continue without anyone's input, once no live lease holds it:
+    it is `running` (a holder that stopped before it did left it so), or it awaits approval
+    and every pending call has a queued decision. A flow awaiting the user's message is not
+    ready: nothing queues a message for it, only `resume(message=...)` continues it."""
+    if state.status == "running":
+        return True
+    if state.status != "awaiting_approval":
+        return False
+    awaiting = {c.call_id for c in state.batch if c.status == "awaiting"}
+    return bool(awaiting) and awaiting <= {q.call_id for q in state.inbox}
 
 
 class RunSummary(Frozen):
@@ -107,6 +123,11 @@ class Store(Protocol):
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
         """Most recently updated first."""
 
+    async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
+        """Lease to `owner` up to `limit` runs that are `ready` and whose lease is free or
+        expired (a run `owner` holds is not claimed again), least recently updated first,
+        and return their ids. Concurrent claimers never get the same run."""
+
 
 class MemoryStore:
     """Runs in a dict. Stores the immutable `RunState` itself: saving copies nothing."""
@@ -156,6 +177,17 @@ class MemoryStore:
         holder = self._leases.get(run_id)
         if holder is not None and holder[0] == owner:
             del self._leases[run_id]
+
+    async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
+        free = [
+            r
+            for r in self._runs.values()
+            if ready(r) and self._leases.get(r.run_id, (None, 0.0))[1] <= now
+        ]
+        claimed = [r.run_id for r in sorted(free, key=lambda r: r.updated_at)[:limit]]
+        for run_id in claimed:
+            self._leases[run_id] = (owner, now + ttl)
+        return claimed
 
     async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
         runs = sorted(self._runs.values(), key=lambda r: r.updated_at, reverse=True)

@@ -47,6 +47,7 @@ from loopstate.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` stays fast
     from loopstate.engine.cassette import Cassette
+    from loopstate.engine.postgres_store import PostgresStore
     from loopstate.engine.recorder import Recorder
     from loopstate.engine.replay import ReplayDivergence, ReplayModel
     from loopstate.machines.flows import (
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
 
 _LAZY = {
     "Cassette": "loopstate.engine.cassette",
+    "PostgresStore": "loopstate.engine.postgres_store",  # the `postgres` extra (psycopg)
     "Recorder": "loopstate.engine.recorder",
     "ReplayDivergence": "loopstate.engine.replay",
     "ReplayModel": "loopstate.engine.replay",
@@ -119,6 +121,7 @@ __all__ = [
     "ModelResponse",
     "Output",
     "Phase",
+    "PostgresStore",
     "Recorder",
     "ReplayDivergence",
     "ReplayModel",

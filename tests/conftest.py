@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,22 @@ def _isolated_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     under the working directory) never leaks between tests or into the repo."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def postgres_server_dsn() -> Iterator[str]:
+    """A PostgreSQL server for the whole session. Not installed: the test fails (CI too)."""
+    from postgres_server import MISSING, binaries, postgres_server
+
+    if binaries() is None:
+        pytest.fail(MISSING)
+    with postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server_dsn: str) -> str:
+    """A DSN of the session's server whose tables go to a schema of this test's own."""
+    from postgres_server import fresh_schema
+
+    return fresh_schema(postgres_server_dsn)

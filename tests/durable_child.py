@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,11 @@ def put(key: str) -> str:
     """Store a key: idempotent."""
     log(f"tool put {key}")
     if args.kill == "during_idempotent":
+        # The batch's calls run concurrently: die only once `charge` has had its effect, so
+        # the kill lands mid-batch with one call done, whatever the scheduling.
+        deadline = time.monotonic() + 10
+        while "tool charge" not in LOG.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGKILL)
     return f"stored {key}"
 

@@ -12,13 +12,13 @@ PUBLIC = [
     "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError", "DefinitionError",
     "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult",
     "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message", "Model", "ModelError",
-    "ModelRequest", "ModelResponse", "Output", "Phase", "Recorder", "ReplayDivergence",
-    "ReplayModel", "RunBusy", "RunNotFound", "RunNotResumable", "RunResult", "RunState",
-    "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
-    "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext", "ToolDefinition",
-    "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest", "Usage",
-    "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow", "replay_sync",
-    "step_count_is", "tool",
+    "ModelRequest", "ModelResponse", "Output", "Phase", "PostgresStore", "Recorder",
+    "ReplayDivergence", "ReplayModel", "RunBusy", "RunNotFound", "RunNotResumable", "RunResult",
+    "RunState", "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
+    "StopCondition", "Store", "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext",
+    "ToolDefinition", "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest",
+    "Usage", "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow",
+    "replay_sync", "step_count_is", "tool",
 ]  # fmt: skip
 
 
@@ -32,7 +32,7 @@ def test_every_public_name_resolves() -> None:
         assert getattr(loopstate, name) is not None, name
 
 
-def test_importing_loopstate_does_not_import_litellm() -> None:
-    code = "import sys, loopstate; print('litellm' in sys.modules)"
+def test_importing_loopstate_imports_neither_litellm_nor_the_postgres_driver() -> None:
+    code = "import sys, loopstate; print('litellm' in sys.modules, 'psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"

@@ -1,23 +1,62 @@
-"""One contract, two stores: MemoryStore and SQLiteStore behave the same."""
+"""One contract, three stores: MemoryStore, SQLiteStore and PostgresStore behave the same."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from support import make_tools
 
-from loopstate import Agent, MemoryStore, RunBusy, RunNotFound, ScriptedModel, StoreError
+from loopstate import (
+    Agent,
+    Approve,
+    MemoryStore,
+    PostgresStore,
+    RunBusy,
+    RunNotFound,
+    ScriptedModel,
+    Store,
+    StoreError,
+)
 from loopstate.engine.messages import UserMessage
+from loopstate.engine.operations import queue_decision
 from loopstate.engine.scripted import call, calls
 from loopstate.engine.sqlite_store import SQLiteStore
-from loopstate.engine.state import RunState
+from loopstate.engine.state import CallRecord, QueuedDecision, RunState
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path):
-    return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "runs.db")
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def handles(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[[], Store]]:
+    """Opens handles on one store; two handles act as two processes would (memory: one)."""
+    opened: list[Store] = []
+    memory = MemoryStore()
+    dsn = request.getfixturevalue("postgres_dsn") if request.param == "postgres" else ""
+
+    def open_handle() -> Store:
+        handle: Store = {
+            "memory": lambda: memory,
+            "sqlite": lambda: SQLiteStore(tmp_path / "runs.db"),
+            "postgres": lambda: PostgresStore(dsn),
+        }[request.param]()
+        opened.append(handle)
+        return handle
+
+    yield open_handle
+    for handle in opened:
+        if isinstance(handle, PostgresStore):
+            await handle.close()
+        elif isinstance(handle, SQLiteStore):
+            handle.close()
+
+
+@pytest.fixture
+def store(handles: Callable[[], Store]) -> Store:
+    return handles()
 
 
 def suspended_agent(store, script=None) -> tuple[Agent, object]:
@@ -77,8 +116,6 @@ async def test_runs_are_listed_newest_first_and_filtered_by_status(store) -> Non
 async def test_a_whole_run_resumes_from_the_store_with_nothing_run_twice(store) -> None:
     agent, counted = suspended_agent(store)
     suspended = await agent.run("go")
-    from loopstate import Approve
-
     done = await agent.resume(suspended.run_id, {suspended.pending[0].call_id: Approve()})
     assert done.status == "done"
     assert counted == {"read_file": 1, "write_file": 1}
@@ -272,3 +309,75 @@ async def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
 def test_the_default_path_is_under_the_working_directory() -> None:
     assert SQLiteStore().path == Path(".loopstate/runs.db")
     assert isinstance(RunState(run_id="x"), RunState)
+
+
+def waiting(run_id: str, *, updated_at: float, decided: bool = False, **fields: object) -> RunState:
+    """A run suspended on one gated call, with its decision queued if `decided`."""
+    record = CallRecord(call_id="c1", tool="write_file", raw_arguments="{}", status="awaiting")
+    inbox = (QueuedDecision(call_id="c1", decision=Approve(), actor="t", at=1.0),)
+    return RunState(
+        run_id=run_id, state="awaiting_approval", calls=(record,), updated_at=updated_at,
+        inbox=inbox if decided else (), **fields,
+    )  # fmt: skip
+
+
+async def test_claim_leases_each_ready_run_to_one_owner_until_its_lease_ends(store) -> None:
+    runs = [
+        RunState(run_id="ended", state="done", updated_at=1.0),
+        waiting("undecided", updated_at=2.0),
+        waiting("decided", updated_at=4.0, decided=True),
+        RunState(run_id="crashed", state="executing_tool", updated_at=3.0),
+        RunState(run_id="asks-user", state="awaiting_input", phase="p", updated_at=1.5),
+    ]
+    for run in runs:
+        await store.create(run, owner="creator", now=100.0, ttl=10.0)
+    assert await store.claim(owner="a", now=105.0, ttl=10.0, limit=10) == []  # creator's
+    assert await store.claim(owner="a", now=111.0, ttl=10.0, limit=10) == ["crashed", "decided"]
+    assert await store.claim(owner="b", now=112.0, ttl=10.0, limit=10) == []
+    with pytest.raises(RunBusy):
+        await store.acquire("crashed", owner="b", now=112.0, ttl=10.0)
+    await store.release("decided", owner="a")
+    assert await store.claim(owner="b", now=113.0, ttl=10.0, limit=1) == ["decided"]
+    assert await store.claim(owner="b", now=122.0, ttl=10.0, limit=10) == ["crashed"]
+
+
+async def test_a_queued_decision_makes_a_suspended_run_ready_and_its_end_unready(store) -> None:
+    agent, _ = suspended_agent(store)
+    suspended = await agent.run("go")
+    later = agent.clock() + 1.0
+    assert await store.claim(owner="w", now=later, ttl=30.0, limit=5) == []
+    await queue_decision(store, "run-1", suspended.pending[0].call_id, Approve(), actor="t")
+    assert await store.claim(owner="w", now=later, ttl=30.0, limit=5) == ["run-1"]
+    assert (await agent.resume("run-1", owner="w")).status == "done"
+    assert await store.claim(owner="v", now=later + 60.0, ttl=30.0, limit=5) == []
+
+
+async def test_concurrent_claimers_never_get_the_same_run(handles) -> None:
+    first, second = handles(), handles()
+    for i in range(12):
+        await first.create(waiting(f"r{i}", updated_at=float(i), decided=True),
+                           owner="c", now=0.0, ttl=1.0)  # fmt: skip
+    batches = await asyncio.gather(
+        *(
+            claimer.claim(owner=name, now=10.0, ttl=30.0, limit=3)
+            for _ in range(3)
+            for name, claimer in (("a", first), ("b", second))
+        )
+    )
+    claimed = [run_id for batch in batches for run_id in batch]
+    assert sorted(claimed) == sorted(f"r{i}" for i in range(12))
+
+
+async def test_a_sqlite_file_of_schema_1_is_migrated_and_its_ready_runs_found(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    suspended = await suspended_agent(store)[0].run("go")
+    await queue_decision(store, "run-1", suspended.pending[0].call_id, Approve(), actor="t")
+    store.close()
+    corrupt(path, "DROP INDEX runs_ready")  # back to what schema 1 was
+    corrupt(path, "ALTER TABLE runs DROP COLUMN ready")
+    corrupt(path, "PRAGMA user_version = 1")
+    assert await SQLiteStore(path).claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (2,)

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loopstate.cli.stores import DB_HELP, DEFAULT_DB, close_store, open_store
 from loopstate.cli.text import shown
 from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
 from loopstate.engine.errors import DefinitionError, LoopstateError
-from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
 
 
 def register(subparsers: Any) -> None:
@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("target", nargs="?", help="machine name or module:Class")
     parser.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
     parser.add_argument("--run", help="draw this stored run on its machine")
-    parser.add_argument("--db", default=str(DEFAULT_PATH), help="the store for --run")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"for --run: {DB_HELP}")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     parser.add_argument("--all", metavar="DIR", help="regenerate Mermaid and SVG of every machine")
     parser.set_defaults(func=main)
@@ -98,8 +98,8 @@ def machine_class(target: str) -> Any:
 
 
 async def _load(db: str, run_id: str) -> Any:
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         return await store.load(run_id)
     finally:
-        store.close()
+        await close_store(store)

@@ -12,14 +12,16 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from loopstate.cli.stores import DB_HELP, DEFAULT_DB, close_store, open_store
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import as_decision
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
-from loopstate.engine.sqlite_store import DEFAULT_BUSY_TIMEOUT_S, DEFAULT_PATH, SQLiteStore
+from loopstate.engine.sqlite_store import DEFAULT_BUSY_TIMEOUT_S
 from loopstate.engine.state import RunState
+from loopstate.engine.store import Store
 
-Command = Callable[[argparse.Namespace, SQLiteStore], Coroutine[Any, Any, int]]
+Command = Callable[[argparse.Namespace, Store], Coroutine[Any, Any, int]]
 
 
 def register(subparsers: Any) -> None:
@@ -63,30 +65,35 @@ def register(subparsers: Any) -> None:
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
     parser = subparsers.add_parser(name, **kwargs)
-    parser.add_argument("--db", default=str(DEFAULT_PATH), help="the SQLite store (%(default)s)")
+    parser.add_argument("--db", default=DEFAULT_DB, help=DB_HELP)
     parser.add_argument(
         "--busy-timeout",
         type=float,
         default=DEFAULT_BUSY_TIMEOUT_S,
         metavar="SECONDS",
-        help="how long to wait for another process holding the store (%(default)s)",
+        help="how long to wait for another process holding a SQLite store (%(default)s)",
     )
     parser.set_defaults(func=lambda args: _main(run, args))
     return parser
 
 
 def _main(run: Command, args: argparse.Namespace) -> int:
-    store = SQLiteStore(args.db, busy_timeout=args.busy_timeout)
     try:
-        return asyncio.run(run(args, store))
+        return asyncio.run(_with_store(run, args))
     except LoopstateError as exc:
         print(shown(f"loopstate {args.command}: {exc}"), file=sys.stderr)
         return 2
+
+
+async def _with_store(run: Command, args: argparse.Namespace) -> int:
+    store = open_store(args.db, busy_timeout=args.busy_timeout)
+    try:
+        return await run(args, store)
     finally:
-        store.close()
+        await close_store(store)
 
 
-async def _list(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _list(args: argparse.Namespace, store: Store) -> int:
     runs = await store.list_runs(status=args.status)
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
@@ -99,7 +106,7 @@ async def _list(args: argparse.Namespace, store: SQLiteStore) -> int:
     return 0
 
 
-async def _show(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _show(args: argparse.Namespace, store: Store) -> int:
     state = await store.load(args.run)
     if args.json:
         print(json.dumps(_summary(state), indent=2))
@@ -143,7 +150,7 @@ def _summary(state: RunState) -> dict[str, Any]:
     }
 
 
-async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _decide(args: argparse.Namespace, store: Store) -> int:
     from loopstate.engine.operations import queue_decision
 
     form: dict[str, Any] = {"kind": args.command}  # approve, deny or edit
@@ -157,7 +164,7 @@ async def _decide(args: argparse.Namespace, store: SQLiteStore) -> int:
     return 0
 
 
-async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _abort(args: argparse.Namespace, store: Store) -> int:
     from loopstate.engine.operations import abort_run
 
     result = await abort_run(store, args.run, args.reason, actor=args.actor)
@@ -165,7 +172,7 @@ async def _abort(args: argparse.Namespace, store: SQLiteStore) -> int:
     return 0
 
 
-async def _resume(args: argparse.Namespace, store: SQLiteStore) -> int:
+async def _resume(args: argparse.Namespace, store: Store) -> int:
     from loopstate.machines.flows import Flow
 
     target = load_agent(args.agent).clone(store=store)

@@ -1,0 +1,133 @@
+"""Workers on PostgreSQL beside SQLite, as ratios against SQLite measured in the same run.
+
+    python bench/postgres.py [RUNS]
+
+RUNS (default 200) runs are suspended on a gated call; once `loopstate worker` processes are
+serving, this process queues a decision for each, and the workers resume them: 6 model calls
+and 6 tools each (steps = model calls, the project's unit). Prints steps/s with 1, 2 and 4
+worker processes on a throwaway PostgreSQL server (fsync on, `synchronous_commit=off`: like
+SQLite's default, a commit survives the writer's crash, not a power cut) beside 1 worker on
+SQLite, and the p50 latency from a decision queued to the run's first step after it.
+Workers time their steps themselves (the stored transitions' times): start-up is excluded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from loopstate import Agent, MemoryStore, ScriptedModel, Store, tool
+from loopstate.engine.scripted import call
+
+HERE = Path(__file__).parent
+TOOL_TURNS = 5
+
+
+@tool(needs_approval=True)
+def publish(item: int) -> str:
+    """Publish an item: needs a decision."""
+    return f"published {item}"
+
+
+@tool
+def lookup(key: int) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+def agent() -> Agent:
+    """What the workers serve (`--agent postgres:agent`): gated, then 5 tool turns, then done."""
+    script: list[Any] = [call("publish", {"item": 1})]
+    script += [call("lookup", {"key": i}) for i in range(TOOL_TURNS)] + ["done"]
+    return Agent(ScriptedModel(script, by_step=True), [publish, lookup], store=MemoryStore())
+
+
+def start_worker(db: str, log: Path) -> subprocess.Popen[bytes]:
+    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "loopstate", "worker", "--agent", "postgres:agent",
+             "--db", db, "--poll", "0.02", "--concurrency", "4"],
+            env={**os.environ, "PYTHONPATH": path}, stderr=out, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+
+
+async def measure(db: str, store: Store, workers: int, runs: int, tmp: Path) -> dict[str, float]:
+    from loopstate import Approve
+    from loopstate.engine.operations import queue_decision
+
+    suspended = agent().clone(store=store)
+    pending = {}
+    for i in range(runs):
+        result = await suspended.run("go", run_id=f"w{workers}-{i}")
+        pending[result.run_id] = result.pending[0].call_id
+    logs = [tmp / f"w{workers}-{n}.log" for n in range(workers)]
+    procs = [start_worker(db, log) for log in logs]
+    try:
+        # Polling other processes' progress: there is no event of theirs to wait on.
+        while not all("serving" in log.read_text() for log in logs):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        decided = {}
+        for run_id, call_id in pending.items():
+            await queue_decision(store, run_id, call_id, Approve(), actor="bench")
+            decided[run_id] = time.time()
+        while len(await store.list_runs(status="done", limit=runs)) < runs:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(60)
+    states = [await store.load(run_id) for run_id in pending]
+    before = 2  # transitions up to the suspension: idle → thinking → awaiting_approval
+    starts = [s.transitions[before].at for s in states]
+    ends = [s.transitions[-1].at for s in states]
+    steps = sum(s.steps - 1 for s in states)
+    latency = [s.transitions[before].at - decided[s.run_id] for s in states]
+    return {
+        "steps_per_s": steps / (max(ends) - min(starts)),
+        "p50_ms": statistics.median(latency) * 1000,
+    }
+
+
+async def main(runs: int) -> None:
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from postgres_server import fresh_schema, postgres_server
+
+    from loopstate import PostgresStore
+    from loopstate.engine.sqlite_store import SQLiteStore
+
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        path = tmp / "runs.db"
+        sqlite = SQLiteStore(path)
+        base = await measure(str(path), sqlite, 1, runs, tmp)
+        sqlite.close()
+        print(f"{runs} runs, 6 steps each after a decision; SQLite, 1 worker process:")
+        print(
+            f"  {base['steps_per_s']:7.0f} steps/s   p50 decision → resume {base['p50_ms']:.1f} ms"
+        )
+        with postgres_server(settings="-c synchronous_commit=off") as dsn:
+            print("PostgreSQL (ratio to SQLite, 1 process):")
+            for workers in (1, 2, 4):
+                own = fresh_schema(dsn)  # each configuration in tables of its own
+                store = PostgresStore(own)
+                got = await measure(own, store, workers, runs, tmp)
+                await store.close()
+                print(
+                    f"  {workers} worker processes: {got['steps_per_s']:7.0f} steps/s "
+                    f"({got['steps_per_s'] / base['steps_per_s']:.2f}×)   p50 decision → resume "
+                    f"{got['p50_ms']:.1f} ms ({got['p50_ms'] / base['p50_ms']:.2f}×)"
+                )
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))

@@ -1,0 +1,258 @@
+"""`PostgresStore`: runs in PostgreSQL, shared by service processes on several hosts.
+
+The rows are SQLite's (see `store_codec`): a header row per run, append-only message and
+transition rows, one upserted row per call. A save is one transaction that locks the run's
+row (`FOR UPDATE`), checks the writer's lease (fencing) and appends what is new; `claim`
+leases ready runs with `FOR UPDATE SKIP LOCKED`, so concurrent claimers never share one.
+The tables (`loopstate_*`) live in the connection's schema (`search_path`, which a DSN may
+set: `?options=-csearch_path%3Dmyschema`). Needs the `loopstate[postgres]` extra (psycopg 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+try:
+    import psycopg
+    from psycopg import conninfo, errors
+except ImportError:  # pragma: no cover - depends on the environment
+    raise ImportError("PostgresStore needs psycopg 3: pip install 'loopstate[postgres]'") from None
+
+from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
+from loopstate.engine.postgres_schema import migrate, read_run
+from loopstate.engine.state import RunState
+from loopstate.engine.store import RunSummary, lease_is_live, ready
+from loopstate.engine.store_codec import (
+    decode_summary,
+    header,
+    rows,
+    summary_columns,
+    transition_rows,
+)
+
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_COLUMNS = (
+    "machine, state, status, steps, pending, created_at, updated_at, stop_reason, header, "
+    "message_count, transition_count, lease_owner, lease_until, ready"
+)
+_INSERT = (
+    f"INSERT INTO loopstate_runs (run_id, {_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_UPDATE = (
+    "UPDATE loopstate_runs SET machine = %s, state = %s, status = %s, steps = %s, "
+    "pending = %s, created_at = %s, updated_at = %s, stop_reason = %s, header = %s, "
+    "message_count = %s, transition_count = %s, lease_owner = %s, lease_until = %s, "
+    "ready = %s WHERE run_id = %s"
+)
+_CLAIM = (
+    "UPDATE loopstate_runs SET lease_owner = %s, lease_until = %s WHERE run_id IN ("
+    "SELECT run_id FROM loopstate_runs WHERE ready AND lease_until <= %s "
+    "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING run_id, updated_at"
+)
+
+
+class PostgresStore:
+    """Runs in the PostgreSQL database at `dsn` (a `postgresql://` URL or `key=value` string).
+
+    Tables are created, or migrated to this version's schema, on first use; a database
+    migrated by a newer loopstate is refused. Errors name the database without its password.
+    One connection per store object, used by one operation at a time.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.where = describe(dsn)
+        self._conn: Connection | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r})"
+
+    # -- the Store port ----------------------------------------------------------------------
+
+    async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        async with self._transaction() as db:
+            try:
+                await db.execute(_INSERT, (*_columns(state, owner, now + ttl),))
+            except errors.UniqueViolation:
+                raise StoreError(f"run {state.run_id} already exists in {self.where}") from None
+            await self._append(db, state, 0, 0)
+
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        async with self._transaction() as db:
+            row = await self._locked(db, state.run_id)
+            holder, until, messages, transitions = row
+            _check_lease(state.run_id, holder, until, owner=owner, now=now)
+            if len(state.messages) < messages or len(state.transitions) < transitions:
+                raise StoreError(
+                    f"run {state.run_id}: refusing to rewrite stored history in {self.where} "
+                    f"({len(state.messages)} messages and {len(state.transitions)} transitions "
+                    f"given, {messages} and {transitions} stored)"
+                )
+            columns = _columns(state, owner, now + ttl)
+            try:
+                async with db.pipeline():  # the writes in one round trip, not one each
+                    await db.execute(_UPDATE, (*columns[1:], state.run_id))
+                    await self._append(db, state, messages, transitions)
+            except errors.UniqueViolation:  # raised at the pipeline's end: two writers raced
+                raise StoreError(
+                    f"run {state.run_id}: refusing to rewrite stored history in {self.where}"
+                ) from None
+
+    async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
+        await self._lease(run_id, owner=owner, now=now, ttl=ttl)
+
+    async def load(self, run_id: str) -> RunState:
+        async with self._transaction(snapshot=True) as db:
+            return await read_run(db, run_id, self.where)
+
+    async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
+        await self._lease(run_id, owner=owner, now=now, ttl=ttl)
+        return await self.load(run_id)
+
+    async def _lease(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
+        """Take or extend `owner`'s lease without loading the run (`acquire`, `renew`)."""
+        async with self._transaction() as db:
+            holder, until, _, _ = await self._locked(db, run_id)
+            _check_lease(run_id, holder, until, owner=owner, now=now)
+            await db.execute(
+                "UPDATE loopstate_runs SET lease_owner = %s, lease_until = %s WHERE run_id = %s",
+                (owner, now + ttl, run_id),
+            )
+
+    async def release(self, run_id: str, *, owner: str) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE loopstate_runs SET lease_owner = NULL, lease_until = 0 "
+                "WHERE run_id = %s AND lease_owner = %s",
+                (run_id, owner),
+            )
+
+    async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
+        async with self._transaction() as db:
+            claimed = await (await db.execute(_CLAIM, (owner, now + ttl, now, limit))).fetchall()
+        return [run_id for run_id, _ in sorted(claimed, key=lambda row: row[1])]
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
+        where, params = ("WHERE status = %s", (status,)) if status is not None else ("", ())
+        async with self._transaction() as db:
+            found = await (
+                await db.execute(
+                    "SELECT run_id, machine, state, status, steps, pending, created_at, "
+                    f"updated_at, stop_reason FROM loopstate_runs {where} "
+                    "ORDER BY updated_at DESC LIMIT %s",
+                    (*params, limit),
+                )
+            ).fetchall()
+        return [decode_summary(row, self.where) for row in found]
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Connection]:
+        """One transaction on this store's connection, rolled back on any error; a database
+        error becomes a `StoreError` naming the database. `snapshot`: every read sees the
+        same committed state (a load never mixes two saves)."""
+        async with self._lock:
+            db = await self._connect()
+            try:
+                async with db.transaction():
+                    if snapshot:
+                        await db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    yield db
+            except psycopg.Error as exc:
+                if db.broken:
+                    self._conn = None
+                raise StoreError(f"{self.where}: {_first_line(exc)}") from None
+
+    async def _connect(self) -> Connection:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            db = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to {self.where}: {_first_line(exc)}: check the DSN and the server"
+            ) from None
+        try:
+            await migrate(db, self.where)
+        except BaseException:
+            await db.close()
+            raise
+        self._conn = db
+        return db
+
+    async def _locked(self, db: Connection, run_id: str) -> tuple[Any, ...]:
+        """The run's lease and counts, its row locked until the transaction ends."""
+        row = await (
+            await db.execute(
+                "SELECT lease_owner, lease_until, message_count, transition_count "
+                "FROM loopstate_runs WHERE run_id = %s FOR UPDATE",
+                (run_id,),
+            )
+        ).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.where}")
+        return row
+
+    async def _append(
+        self, db: Connection, state: RunState, first_message: int, first_transition: int
+    ) -> None:
+        run_id = state.run_id
+        async with db.cursor() as cursor:
+            try:
+                await cursor.executemany(
+                    "INSERT INTO loopstate_messages (run_id, idx, body) VALUES (%s, %s, %s)",
+                    list(rows(run_id, first_message, state.messages[first_message:])),
+                )
+                await cursor.executemany(
+                    "INSERT INTO loopstate_transitions (run_id, seq, body) VALUES (%s, %s, %s)",
+                    list(transition_rows(state, first_transition)),
+                )
+            except errors.UniqueViolation:
+                # Append-only: a row already there means two writers raced past the lease.
+                raise StoreError(
+                    f"run {run_id}: refusing to rewrite stored history in {self.where}"
+                ) from None
+            await cursor.executemany(
+                "INSERT INTO loopstate_calls (run_id, position, body) VALUES (%s, %s, %s) "
+                "ON CONFLICT (run_id, position) DO UPDATE SET body = EXCLUDED.body",
+                list(rows(run_id, state.batch_start, state.batch)),
+            )
+
+
+def describe(dsn: str) -> str:
+    """The database `dsn` names, for messages: never its password."""
+    try:
+        parts = conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "a PostgreSQL database (unparsable DSN)"
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    options = f"?options={parts['options']}" if parts.get("options") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}{options}"
+
+
+def _check_lease(run_id: str, holder: str | None, until: float, *, owner: str, now: float) -> None:
+    if lease_is_live(holder, until, owner=owner, now=now):
+        raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
+
+
+def _columns(state: RunState, owner: str, until: float) -> tuple[Any, ...]:
+    counts = (len(state.messages), len(state.transitions))
+    return (*summary_columns(state), header(state), *counts, owner, until, ready(state))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,115 @@
+"""How the SQL stores encode a run as rows (a header plus message, transition and call rows)
+and decode it back, with errors that name the run, the row and the database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from loopstate.engine.errors import StoreError
+from loopstate.engine.messages import Message
+from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
+from loopstate.engine.store import RunSummary, summarize
+
+SPLIT = {"messages", "transitions", "calls"}
+COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
+"""Header keys holding how many rows each table has for the run: a lost row is detected."""
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+Rows = Iterable[tuple[int, Any]]
+"""(index, body) rows of one table for one run, in order."""
+
+
+def summary_columns(state: RunState) -> tuple[Any, ...]:
+    s = summarize(state)
+    return (
+        s.run_id, s.machine, s.state, s.status, s.steps, s.pending,
+        s.created_at, s.updated_at, s.stop_reason,
+    )  # fmt: skip
+
+
+def header(state: RunState) -> str:
+    fields = state.model_dump(mode="json", exclude=SPLIT)
+    for table, key in COUNTS.items():
+        fields[key] = len(getattr(state, table))
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def rows(run_id: str, start: int, items: Iterable[Any]) -> Iterable[tuple[str, int, str]]:
+    return (
+        (run_id, start + i, item.model_dump_json(exclude_none=True)) for i, item in enumerate(items)
+    )
+
+
+def transition_rows(state: RunState, first: int) -> Iterable[tuple[str, int, str]]:
+    return ((state.run_id, t.seq, t.model_dump_json()) for t in state.transitions[first:])
+
+
+def decode_run(
+    run_id: str, where: str, header_text: str, messages: Rows, transitions: Rows, calls: Rows
+) -> RunState:
+    """The run from its rows; `StoreError` naming the run and row if anything is corrupt,
+    lost, or written by a newer loopstate. `where` names the database."""
+    fields = _json(header_text, run_id, "runs", "header")
+    version = fields.get("schema_version", 0)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise StoreError(
+            f"run {run_id} was written by a newer loopstate (run schema {version}, "
+            f"this one reads up to {SCHEMA_VERSION}): upgrade loopstate"
+        )
+    decoded = {
+        table: [_validated(kind, body, run_id, table, i) for i, body in items]
+        for table, kind, items in (
+            ("messages", _MESSAGE, messages),
+            ("transitions", Transition, transitions),
+            ("calls", CallRecord, calls),
+        )
+    }
+    for table, items in decoded.items():
+        expected = fields.pop(COUNTS[table], None)
+        if expected is not None and expected != len(items):
+            raise StoreError(
+                f"run {run_id}: {len(items)} {table} rows in {where}, its header says {expected}"
+            )
+    try:
+        return RunState.model_validate({**fields, **decoded})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise StoreError(
+            f"run {run_id}: corrupt runs row header in {where}: {first['msg']} at {first['loc']}"
+        ) from None
+
+
+def decode_summary(row: tuple[Any, ...], where: str) -> RunSummary:
+    try:
+        return RunSummary.model_validate(dict(zip(RunSummary.model_fields, row, strict=True)))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise StoreError(
+            f"run {row[0]}: corrupt runs row in {where}: {first['msg']} at {first['loc']}"
+        ) from None
+
+
+def _json(text: str, run_id: str, table: str, where: object) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"run {run_id}: corrupt {table} row {where}: {exc}") from None
+    if not isinstance(value, dict):
+        raise StoreError(f"run {run_id}: corrupt {table} row {where}: not a JSON object")
+    return value
+
+
+def _validated(kind: Any, body: Any, run_id: str, table: str, where: object) -> Any:
+    try:
+        if isinstance(kind, TypeAdapter):
+            return kind.validate_json(body)
+        return kind.model_validate_json(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise StoreError(
+            f"run {run_id}: corrupt {table} row {where}: {first['msg']} at {first['loc']}"
+        ) from None

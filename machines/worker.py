@@ -1,0 +1,101 @@
+"""`Worker`: claims stored runs that are ready to continue and resumes each to its next stop.
+
+Several workers (processes, hosts) may share one store: `Store.claim` leases each ready run to
+one of them, and the worker resumes it under that lease. A run whose worker died (SIGKILL, a
+lost host) is `running` with a lease nobody renews; once it expires another worker claims it
+and the crash rules apply (`Executor.recover`: a non-idempotent tool is never run again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from loopstate.engine.errors import LoopstateError
+from loopstate.engine.logs import get_logger
+from loopstate.engine.store import DEFAULT_LEASE_S, lease_owner
+
+if TYPE_CHECKING:
+    from loopstate.machines.agent import Agent
+    from loopstate.machines.flows import Flow
+
+
+class Worker:
+    """Resumes the runs of `target`'s store that are ready, `concurrency` at a time, polling
+    the store every `poll_s` seconds when none is. `lease_s` is the claimed lease's length:
+    give the same to the target (`clone(lease_s=...)`), whose saves renew it."""
+
+    def __init__(
+        self,
+        target: Agent | Flow,
+        *,
+        concurrency: int = 4,
+        poll_s: float = 1.0,
+        lease_s: float = DEFAULT_LEASE_S,
+        owner: str | None = None,
+        log: Any = None,
+    ) -> None:
+        self.target = target
+        self.store = target.store
+        self.concurrency = concurrency
+        self.poll_s = poll_s
+        self.lease_s = lease_s
+        self.owner = owner or lease_owner()
+        self.log = (log or get_logger()).bind(worker=self.owner)
+        self.resumed = 0
+        self._in_flight: set[str] = set()
+        self._finished = asyncio.Event()
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Claim and resume runs until `stop` is set, then let the runs in hand reach their
+        next stop (each releases its lease) and return."""
+        async with asyncio.TaskGroup() as tasks:
+            while not stop.is_set():
+                self._finished.clear()
+                claimed = await self._claim()
+                for run_id in claimed:
+                    self._in_flight.add(run_id)
+                    tasks.create_task(self._resume(run_id))
+                if not claimed or len(self._in_flight) >= self.concurrency:
+                    await self._pause(stop)
+
+    async def _claim(self) -> list[str]:
+        free = self.concurrency - len(self._in_flight)
+        if free <= 0:
+            return []
+        claimed = await self.store.claim(
+            owner=self.owner, now=self.target.clock(), ttl=self.lease_s, limit=free
+        )
+        # A run in hand whose lease ran out between two saves: it is ours, claimed again.
+        return [run_id for run_id in claimed if run_id not in self._in_flight]
+
+    async def _resume(self, run_id: str) -> None:
+        try:
+            result = await self.target.resume(run_id, owner=self.owner)
+            self.resumed += 1
+            self.log.info("worker_resumed", run_id=run_id, status=result.status)
+        except Exception as exc:  # one run's failure must not stop the others
+            error = (str(exc).splitlines() or [type(exc).__name__])[0]
+            self.log.error("worker_resume_failed", run_id=run_id, error=error)
+            await self._back_off(run_id)
+        finally:
+            self._in_flight.discard(run_id)
+            self._finished.set()
+
+    async def _back_off(self, run_id: str) -> None:
+        """Hold a run that could not be resumed for one lease, so that no worker retries it
+        in a tight loop (e.g. a queued edit its tool refuses); it is claimed again after."""
+        with contextlib.suppress(LoopstateError):  # gone, or another's: nothing to hold
+            await self.store.renew(
+                run_id, owner=self.owner, now=self.target.clock(), ttl=self.lease_s
+            )
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        """Until `stop`, a run finishing (a free slot), or the poll interval."""
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._finished.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()

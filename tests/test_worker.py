@@ -1,0 +1,125 @@
+"""`Worker` and `loopstate worker`: ready runs are claimed, resumed once, and drained on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import worker_agent
+from worker_support import effects_of, loopstate_process, wait_until_ended
+
+from loopstate import Approve, PostgresStore, Store
+from loopstate.engine.operations import queue_decision
+from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.machines.worker import Worker
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "sqlite":
+        sqlite = SQLiteStore(tmp_path / "runs.db")
+        yield sqlite
+        sqlite.close()
+    else:
+        postgres = PostgresStore(request.getfixturevalue("postgres_dsn"))
+        yield postgres
+        await postgres.close()
+
+
+@pytest.fixture
+def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "effects.txt"
+    monkeypatch.setenv("LOOPSTATE_TEST_EFFECTS", str(path))
+    return path
+
+
+async def serve_until(worker: Worker, store: Store, ended: int) -> None:
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        await wait_until_ended(store, ended, within=20.0)
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 20.0)
+
+
+async def test_a_worker_resumes_decided_runs_once_and_leaves_undecided_ones(
+    store: Store, effects: Path
+) -> None:
+    agent = worker_agent.agent(store)
+    suspended = [await agent.run("go", run_id=f"r{i}") for i in range(3)]
+    for result in suspended[:2]:
+        await queue_decision(store, result.run_id, result.pending[0].call_id, Approve(), actor="t")
+    worker = Worker(agent, poll_s=0.05)
+    await serve_until(worker, store, ended=2)
+    assert [(await store.load(f"r{i}")).status for i in range(3)] == [
+        "done", "done", "awaiting_approval",
+    ]  # fmt: skip
+    assert sorted(line.split()[0] for line in effects_of(effects)) == ["r0", "r1"]
+    assert worker.resumed == 2
+    assert (await store.acquire("r0", owner="other", now=agent.clock(), ttl=5.0)).status == "done"
+
+
+async def test_a_worker_takes_over_a_dead_holders_run_without_running_its_tool_again(
+    store: Store, effects: Path
+) -> None:
+    agent = worker_agent.agent(store)
+    await agent.run("go", run_id="r")
+    state = await store.load("r")  # as its holder saved it before running the approved tool:
+    started = {"status": "running", "decision": Approve(), "decided_by": "t"}
+    crashed = state.replace_call(state.batch[0].model_copy(update=started))
+    crashed = crashed.evolve(state="executing_tool")
+    past = agent.clock() - 100.0  # the holder's lease ended long ago; it never came back
+    await store.save(crashed, owner="gone-host:1:x", now=past, ttl=1.0)
+    await serve_until(Worker(agent, poll_s=0.05), store, ended=1)
+    ended = await store.load("r")
+    assert ended.status == "done"
+    assert ended.calls[0].status == "interrupted"
+    assert effects_of(effects) == []
+
+
+async def test_loopstate_worker_on_sqlite_runs_a_cli_decision_and_drains_on_sigterm(
+    tmp_path: Path, effects: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db)
+    result = await worker_agent.agent(store).run("go", run_id="r")
+    worker = loopstate_process(
+        "worker", "--agent", "worker_agent:agent", "--db", str(db), "--poll", "0.05",
+        effects=effects, log=tmp_path / "worker.log", LOOPSTATE_TEST_HOLD="1.5",
+    )  # fmt: skip
+    try:
+        approve = loopstate_process(
+            "approve", "r", result.pending[0].call_id, "--db", str(db),
+            effects=effects, log=tmp_path / "approve.log",
+        )  # fmt: skip
+        assert approve.wait(30) == 0
+        for _ in range(300):  # until the worker is inside the tool
+            if effects_of(effects):
+                break
+            await asyncio.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    log = (tmp_path / "worker.log").read_text()
+    assert "stopped after resuming 1 runs" in log
+    assert (await store.load("r")).status == "done"  # the step in hand finished
+    assert len(effects_of(effects)) == 1
+    store.close()
+
+
+def test_loopstate_worker_explains_a_missing_agent(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "loopstate", "worker", "--agent", "nowhere:agent", "--db",
+         str(tmp_path / "runs.db")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "cannot load the agent nowhere:agent" in out.stderr
