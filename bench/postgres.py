@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loopstate import Agent, MemoryStore, ScriptedModel, Store, tool
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 
 HERE = Path(__file__).parent
 TOOL_TURNS = 5
@@ -103,7 +103,7 @@ async def main(runs: int) -> None:
     from postgres_server import fresh_schema, postgres_server
 
     from loopstate import PostgresStore
-    from loopstate.engine.sqlite_store import SQLiteStore
+    from loopstate.engine.stores.sqlite import SQLiteStore
 
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)

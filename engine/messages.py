@@ -3,7 +3,7 @@
 `to_wire` (`model_dump(exclude_none=True)`) is the stored and recorded form, shared by the
 store, the recorder and replay. An assistant turn also carries what its provider needs back
 (thinking blocks, reasoning, provider fields, the provider's own call ids) with the `Origin`
-that produced it; `loopstate.engine.wire` turns messages into what one provider is sent.
+that produced it; `loopstate.engine.models.wire` turns messages into what one provider is sent.
 Every field added here has a None default, so a message stored or recorded before still
 loads and digests the same.
 """

@@ -39,7 +39,7 @@ def default_store(store: Store | None) -> Store:
     """`store`, or the SQLite file `.loopstate/runs.db` under the working directory."""
     if store is not None:
         return store
-    from loopstate.engine.sqlite_store import SQLiteStore
+    from loopstate.engine.stores.sqlite import SQLiteStore
 
     return SQLiteStore()
 

@@ -23,7 +23,6 @@ from loopstate.engine.errors import (
 )
 from loopstate.engine.events import Event
 from loopstate.engine.hooks import Hooks, compose, merge
-from loopstate.engine.litellm_model import LiteLLMModel
 from loopstate.engine.messages import (
     AssistantMessage,
     Message,
@@ -33,12 +32,13 @@ from loopstate.engine.messages import (
     UserMessage,
 )
 from loopstate.engine.model import Model, ModelRequest, ModelResponse, ToolDefinition, Usage
+from loopstate.engine.models.litellm import LiteLLMModel
+from loopstate.engine.models.scripted import ScriptedModel, Turn
 from loopstate.engine.options import StopCondition
 from loopstate.engine.result import RunResult
-from loopstate.engine.scripted import ScriptedModel, Turn
-from loopstate.engine.sqlite_store import SQLiteStore
 from loopstate.engine.state import CallRecord, RunState, Transition
 from loopstate.engine.store import MemoryStore, RunSummary, Store
+from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent import Agent
 from loopstate.machines.agent.loop import AgentLoop
@@ -46,10 +46,10 @@ from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` stays fast
-    from loopstate.engine.cassette import Cassette
-    from loopstate.engine.postgres_store import PostgresStore
-    from loopstate.engine.recorder import Recorder
-    from loopstate.engine.replay import ReplayDivergence, ReplayModel
+    from loopstate.engine.recording.cassette import Cassette
+    from loopstate.engine.recording.recorder import Recorder
+    from loopstate.engine.recording.replay import ReplayDivergence, ReplayModel
+    from loopstate.engine.stores.postgres import PostgresStore
     from loopstate.machines.flows import (
         Flow,
         FlowData,
@@ -61,17 +61,17 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
         has_tool_call,
         step_count_is,
     )
-    from loopstate.machines.replay import replay, replay_flow, replay_sync
+    from loopstate.replay import replay, replay_flow, replay_sync
 
 _LAZY = {
-    "Cassette": "loopstate.engine.cassette",
-    "PostgresStore": "loopstate.engine.postgres_store",  # the `postgres` extra (psycopg)
-    "Recorder": "loopstate.engine.recorder",
-    "ReplayDivergence": "loopstate.engine.replay",
-    "ReplayModel": "loopstate.engine.replay",
-    "replay": "loopstate.machines.replay",
-    "replay_flow": "loopstate.machines.replay",
-    "replay_sync": "loopstate.machines.replay",
+    "Cassette": "loopstate.engine.recording.cassette",
+    "PostgresStore": "loopstate.engine.stores.postgres",  # the `postgres` extra (psycopg)
+    "Recorder": "loopstate.engine.recording.recorder",
+    "ReplayDivergence": "loopstate.engine.recording.replay",
+    "ReplayModel": "loopstate.engine.recording.replay",
+    "replay": "loopstate.replay",
+    "replay_flow": "loopstate.replay",
+    "replay_sync": "loopstate.replay",
     **dict.fromkeys(
         ["Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "Output", "Phase",
          "has_tool_call", "step_count_is"],

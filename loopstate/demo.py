@@ -15,7 +15,7 @@ from typing import Any
 
 from loopstate.engine.messages import AssistantMessage
 from loopstate.engine.model import Model, ModelRequest
-from loopstate.engine.scripted import ScriptedModel, call
+from loopstate.engine.models.scripted import ScriptedModel, call
 from loopstate.engine.store import Store
 from loopstate.machines.agent import Agent
 from loopstate.tools.builtin import list_dir, read, write
@@ -60,7 +60,7 @@ def scripted_model() -> ScriptedModel:
 
 def bundled_model() -> Model:
     """The recorded demo model, with the script taking over from any divergence."""
-    from loopstate.engine.replay import ReplayModel
+    from loopstate.engine.recording.replay import ReplayModel
 
     return ReplayModel(Path(__file__).with_name("data") / "demo.jsonl", fallback=scripted_model())
 
@@ -77,7 +77,7 @@ def build_agent(workspace: Path, *, model: str | Model | None = None, **options:
 
 def suspended_agent(store: Store | None = None) -> Agent:
     """The agent `loopstate demo --suspend` starts, rebuilt for `loopstate resume`."""
-    from loopstate.engine.sqlite_store import SQLiteStore
+    from loopstate.engine.stores.sqlite import SQLiteStore
 
     return build_agent(SUSPEND_WORKSPACE.resolve(), store=store or SQLiteStore())
 
@@ -87,7 +87,7 @@ async def record(path: Path) -> None:
     import tempfile
 
     from loopstate.engine.approval import Approve
-    from loopstate.engine.recorder import Recorder
+    from loopstate.engine.recording.recorder import Recorder
     from loopstate.engine.store import MemoryStore
 
     async def approve(requests: list[Any]) -> dict[str, Any]:

@@ -50,8 +50,8 @@ class CassetteFixture:
     async def run(
         self, agent: Agent, prompt: str | list[Message], *, live_tools: bool = False
     ) -> RunResult:
-        from loopstate.engine.recorder import Recorder
-        from loopstate.machines.replay import replay
+        from loopstate.engine.recording.recorder import Recorder
+        from loopstate.replay import replay
 
         if not self.recording:
             if not self.path.exists():

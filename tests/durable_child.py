@@ -42,8 +42,8 @@ from loopstate import (
     Transition,
     tool,
 )
-from loopstate.engine.scripted import call, calls
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import call, calls
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 parser = argparse.ArgumentParser()
 parser.add_argument("db")

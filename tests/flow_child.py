@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from loopstate import Approve, ScriptedModel
-from loopstate.engine.scripted import Turn, call, calls, text
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import Turn, call, calls, text
+from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.machines.coaching import coaching_flow
 
 SCHEMA: dict[str, Any] = {

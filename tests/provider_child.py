@@ -13,7 +13,7 @@ import sys
 from support import make_tools
 
 from loopstate import Agent, Approve, LiteLLMModel
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 
 async def main(db: str, api_base: str, run_id: str, call_id: str) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from loopstate import Agent, ApprovalRequest, Approve, Decision, Edit, Hooks, ScriptedModel, tool
-from loopstate.engine.scripted import call
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import call
 from loopstate.engine.state import CallRecord
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 ran: list[list[str]] = []
 

@@ -9,7 +9,7 @@ import pytest
 from builtin_support import invoke
 
 from loopstate import Agent, ScriptedModel, SQLiteStore
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 from loopstate.tools.builtin import edit, glob, grep, list_dir, read
 
 RAW = b"caf\xff.txt"  # \xff is never UTF-8: Python holds the name as 'caf\udcff.txt'

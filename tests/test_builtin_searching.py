@@ -10,7 +10,7 @@ import pytest
 from builtin_support import invoke
 
 from loopstate import Agent, ScriptedModel
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 from loopstate.tools.builtin import grep, searching
 
 CATASTROPHIC = "(a+)+$"  # backtracks exponentially on a run of a's that does not end the line

@@ -12,7 +12,7 @@ from builtin_support import invoke
 from pydantic import ValidationError
 
 from loopstate import Agent, ScriptedModel
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 from loopstate.tools.builtin import ToolError, bash
 from loopstate.tools.builtin.bash_tool import Report
 

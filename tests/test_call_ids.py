@@ -14,8 +14,8 @@ from loopstate.engine.messages import (
     tool_call,
 )
 from loopstate.engine.model import Usage
+from loopstate.engine.models.wire import provider_messages
 from loopstate.engine.state import RunState
-from loopstate.engine.wire import provider_messages
 
 GEMINI = Origin(provider="gemini", model="gemini/gemini-3-pro-preview")
 OPENAI = Origin(provider="openai", model="openai/gpt-4o")

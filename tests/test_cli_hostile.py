@@ -15,8 +15,8 @@ import pytest
 
 from loopstate import Agent, ScriptedModel, tool
 from loopstate.engine.errors import StoreError
-from loopstate.engine.scripted import call, calls
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import call, calls
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 HIDDEN_ID = "c1\x1b[8m\nc2  pay {}"
 ARGS = {"path": "docs/\x1b[2Kx\u202eetc", "note": "line\nforged line"}

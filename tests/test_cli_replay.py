@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from loopstate import demo
-from loopstate.engine.cassette import Cassette
+from loopstate.engine.recording.cassette import Cassette
 
 BUNDLED = Path(demo.__file__).with_name("data") / "demo.jsonl"
 

@@ -15,7 +15,7 @@ import pytest
 AGENT_MODULE = '''
 from pathlib import Path
 from loopstate import Agent, ScriptedModel, tool
-from loopstate.engine.scripted import call, calls
+from loopstate.engine.models.scripted import call, calls
 
 LOG = Path(__file__).with_name("log.txt")
 
@@ -35,7 +35,7 @@ agent = Agent(ScriptedModel(SCRIPT, by_step=True), [charge], ids=lambda: "run-1"
 
 if __name__ == "__main__":
     import sys
-    from loopstate.engine.sqlite_store import SQLiteStore
+    from loopstate.engine.stores.sqlite import SQLiteStore
     suspended = agent.clone(store=SQLiteStore(sys.argv[1])).run_sync("go")
     print(suspended.status)
 '''

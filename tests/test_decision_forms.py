@@ -20,8 +20,8 @@ from loopstate import (
     tool,
 )
 from loopstate.engine.approval import as_approver, as_decision
-from loopstate.engine.scripted import call
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import call
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 ran: list[str] = []
 

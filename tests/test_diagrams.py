@@ -22,8 +22,8 @@ from loopstate.engine.diagram import (
     to_dot,
     to_mermaid,
 )
-from loopstate.engine.scripted import call, calls
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import call, calls
+from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.machines import SHIPPED
 
 ROOT = Path(__file__).parent.parent

@@ -12,8 +12,8 @@ import pytest
 from test_durable_runs import Harness
 
 from loopstate import Agent, RunNotResumable, ScriptedModel, tool
-from loopstate.engine.scripted import call
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.scripted import call
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 
 @pytest.fixture

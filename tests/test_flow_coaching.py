@@ -7,7 +7,7 @@ from typing import Any
 from flow_child import PLAN, SCHEMA, answers, happy_script
 
 from loopstate import Approve, MemoryStore, ScriptedModel
-from loopstate.engine.scripted import call, calls, text
+from loopstate.engine.models.scripted import call, calls, text
 from loopstate.machines.coaching import coaching_flow
 from loopstate.machines.flows import Flow, FlowResult
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from loopstate import DefinitionError, MemoryStore, RunState, ScriptedModel
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 from loopstate.engine.state import FlowPosition
 from loopstate.machines.coaching import PHASES, CoachingFlow
 from loopstate.machines.flows import Flow, Phase, has_tool_call, step_count_is

@@ -13,7 +13,7 @@ import pytest
 
 from loopstate import Approve, MemoryStore, ScriptedModel
 from loopstate.engine.errors import RunNotResumable
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.machines.coaching import coaching_flow
 
 CHILD = Path(__file__).parent / "flow_child.py"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flow_child import SCHEMA
 
 from loopstate import MemoryStore, ScriptedModel
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 from loopstate.machines.coaching import coaching_flow
 
 DUPLICATE = SCHEMA | {"fields": [SCHEMA["fields"][0], SCHEMA["fields"][0]]}

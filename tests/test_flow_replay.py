@@ -9,10 +9,10 @@ import pytest
 from flow_child import happy_script
 
 from loopstate import Approve, MemoryStore, ScriptedModel
-from loopstate.engine.recorder import Recorder
-from loopstate.engine.replay import ReplayDivergence
+from loopstate.engine.recording.recorder import Recorder
+from loopstate.engine.recording.replay import ReplayDivergence
 from loopstate.machines.coaching import coaching_flow
-from loopstate.machines.replay import replay_flow
+from loopstate.replay import replay_flow
 
 
 def flow(model: ScriptedModel, **options: object):

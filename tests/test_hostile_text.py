@@ -8,10 +8,10 @@ from pathlib import Path
 from model_server import serve, text_reply, tool_call_reply
 
 from loopstate import Agent, Approve, ScriptedModel, tool
-from loopstate.engine.litellm_model import LiteLLMModel
+from loopstate.engine.models.litellm import LiteLLMModel
+from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.sanitize import storable, storable_text
-from loopstate.engine.scripted import call, calls
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 LONE = "\ud800"
 

@@ -19,7 +19,6 @@ from model_server import (
 )
 
 from loopstate.engine.errors import ModelError
-from loopstate.engine.litellm_model import LiteLLMModel
 from loopstate.engine.messages import (
     AssistantMessage,
     Message,
@@ -31,6 +30,7 @@ from loopstate.engine.messages import (
     tool_call,
 )
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolChoice, ToolDefinition
+from loopstate.engine.models.litellm import LiteLLMModel
 
 READ_FILE = ToolDefinition(
     name="read_file",

@@ -33,7 +33,7 @@ CALL_ONCE = textwrap.dedent(
             connects.append(list(address[:2]) if isinstance(address, tuple) else repr(address))
     sys.addaudithook(audit)
 
-    from loopstate.engine.litellm_model import LiteLLMModel
+    from loopstate.engine.models.litellm import LiteLLMModel
     from loopstate.engine.messages import UserMessage
     from loopstate.engine.model import ModelRequest
 

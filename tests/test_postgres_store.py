@@ -10,9 +10,9 @@ import pytest
 from support import make_tools
 
 from loopstate import Agent, Approve, PostgresStore, ScriptedModel, StoreError
+from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.operations import queue_decision
-from loopstate.engine.postgres_schema import DB_VERSION
-from loopstate.engine.scripted import call, calls
+from loopstate.engine.stores.postgres_schema import DB_VERSION
 
 
 async def seeded(dsn: str) -> None:

@@ -18,8 +18,8 @@ from loopstate import Agent, Approve
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import ModelRequest
-from loopstate.engine.retry import RetryingModel, RetryPolicy
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.models.retry import RetryingModel, RetryPolicy
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 CHILD = Path(__file__).with_name("provider_child.py")
 

@@ -11,11 +11,11 @@ from model_server import serve, text_reply, tool_call_reply
 from support import make_tools
 
 from loopstate import Agent, Approve, Deny, Edit, LiteLLMModel, ScriptedModel
-from loopstate.engine.recorder import Recorder
-from loopstate.engine.replay import ReplayDivergence
-from loopstate.engine.scripted import call, calls
-from loopstate.engine.sqlite_store import SQLiteStore
-from loopstate.machines.replay import replay
+from loopstate.engine.models.scripted import call, calls
+from loopstate.engine.recording.recorder import Recorder
+from loopstate.engine.recording.replay import ReplayDivergence
+from loopstate.engine.stores.sqlite import SQLiteStore
+from loopstate.replay import replay
 
 SCRIPT = [
     calls(
@@ -158,7 +158,7 @@ async def test_recording_through_litellm_writes_no_secret_and_replays_offline(
 
 
 def test_recorded_settings_drop_credentials_and_url_passwords() -> None:
-    from loopstate.engine.cassette import safe_settings
+    from loopstate.engine.recording.cassette import safe_settings
 
     settings = {"api_base": "https://bob:pw@host/v1", "api_key": "sk", "extra_headers": {},
                 "temperature": 0.2, "aws_secret_access_key": "x", "auth_token": "t"}  # fmt: skip
@@ -168,7 +168,7 @@ def test_recorded_settings_drop_credentials_and_url_passwords() -> None:
 async def test_the_incremental_digest_equals_the_digest_of_the_whole_request(
     tmp_path: Path,
 ) -> None:
-    from loopstate.engine.cassette import Cassette, digest_of
+    from loopstate.engine.recording.cassette import Cassette, digest_of
 
     tape = tmp_path / "run.jsonl"
     await record(tape)

@@ -10,8 +10,8 @@ from pathlib import Path
 from flow_child import happy_script
 
 from loopstate import Approve, MemoryStore, ScriptedModel
-from loopstate.engine.cassette import Cassette
-from loopstate.engine.recorder import Recorder
+from loopstate.engine.recording.cassette import Cassette
+from loopstate.engine.recording.recorder import Recorder
 from loopstate.machines.coaching import coaching_flow
 
 FLOW_MODULE = """

@@ -11,7 +11,7 @@ from support import make_tools
 
 from loopstate import Agent, Approve, Deny, ScriptedModel
 from loopstate.engine.approval import ApprovalRequest
-from loopstate.engine.scripted import call, calls
+from loopstate.engine.models.scripted import call, calls
 from loopstate.pytest_plugin import CassetteFixture
 
 SCRIPT = [

@@ -11,10 +11,10 @@ USER_TEST = '''
 import sys
 import pytest
 from loopstate import Agent, ScriptedModel, tool
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 
 def test_the_plugin_has_not_imported_the_engine():
-    assert "loopstate.machines.replay" not in sys.modules
+    assert "loopstate.replay" not in sys.modules
 
 @tool
 def lookup(term: str) -> str:

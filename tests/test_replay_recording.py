@@ -13,10 +13,10 @@ from model_server import serve, text_reply, tool_call_reply
 from support import make_tools
 
 from loopstate import Agent, LiteLLMModel, ScriptedModel, tool
-from loopstate.engine.cassette import Cassette, digest_of
-from loopstate.engine.recorder import Recorder
-from loopstate.engine.scripted import call
-from loopstate.machines.replay import replay, replay_sync
+from loopstate.engine.models.scripted import call
+from loopstate.engine.recording.cassette import Cassette, digest_of
+from loopstate.engine.recording.recorder import Recorder
+from loopstate.replay import replay, replay_sync
 
 CHILD = """
 import asyncio, sys
@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from support import make_tools
 from loopstate import Agent, Approve, ScriptedModel
-from loopstate.engine.recorder import Recorder
-from loopstate.engine.scripted import call
-from loopstate.engine.sqlite_store import SQLiteStore
+from loopstate.engine.recording.recorder import Recorder
+from loopstate.engine.models.scripted import call
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 SCRIPT = [call("read_file", {{"path": "a"}}), call("write_file", {{"path": "b", "content": "x"}}),
           "Written."]
@@ -129,7 +129,7 @@ async def test_a_new_run_starts_its_cassette_afresh_and_a_reused_recorder_record
 
 
 def test_credentials_are_found_in_settings_and_the_environment_by_name() -> None:
-    from loopstate.engine.cassette import secret_values
+    from loopstate.engine.recording.cassette import secret_values
 
     environ = {"GITHUB_TOKEN": "ghp_0123456789", "AWS_SECRET_ACCESS_KEY": "aws-secret-1",
                "GIT_AUTHOR_NAME": "Jane Smithson", "TOKENIZERS_PARALLELISM": "false-ish",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopstate.engine.errors import ModelError
-from loopstate.engine.retry import RetryPolicy
+from loopstate.engine.models.retry import RetryPolicy
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from loopstate import (
     MemoryStore,
     ScriptedModel,
 )
-from loopstate.engine.scripted import call, calls
+from loopstate.engine.models.scripted import call, calls
 
 
 def approver_returning(**by_tool: Decision):

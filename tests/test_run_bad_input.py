@@ -6,7 +6,7 @@ import pytest
 from support import make_tools
 
 from loopstate import Agent, Hooks, ModelError, ModelRequest, ModelResponse, ScriptedModel
-from loopstate.engine.scripted import call, calls
+from loopstate.engine.models.scripted import call, calls
 
 
 async def run_one_bad_call(bad_call) -> tuple[str, object]:

@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 from support import make_tools
 
 from loopstate import Agent, Approve, CallRecord, Event, Hooks, ScriptedModel, compose, merge
-from loopstate.engine.scripted import call, calls
+from loopstate.engine.models.scripted import call, calls
 
 SCRIPT = [
     calls(call("read_file", {"path": "a"}), call("write_file", {"path": "b", "content": "x"})),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopstate import ModelRequest, ScriptedModel, ScriptExhausted, UnexpectedRequest, UserMessage
-from loopstate.engine.scripted import call, calls, text
+from loopstate.engine.models.scripted import call, calls, text
 
 
 def request(content: str) -> ModelRequest:

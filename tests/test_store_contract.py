@@ -22,10 +22,10 @@ from loopstate import (
     StoreError,
 )
 from loopstate.engine.messages import UserMessage
+from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.operations import queue_decision
-from loopstate.engine.scripted import call, calls
-from loopstate.engine.sqlite_store import SQLiteStore
 from loopstate.engine.state import CallRecord, QueuedDecision, RunState
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])

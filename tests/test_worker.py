@@ -15,8 +15,8 @@ from worker_support import effects_of, loopstate_process, wait_until_ended
 
 from loopstate import Approve, PostgresStore, Store
 from loopstate.engine.operations import queue_decision
-from loopstate.engine.sqlite_store import SQLiteStore
-from loopstate.machines.worker import Worker
+from loopstate.engine.stores.sqlite import SQLiteStore
+from loopstate.worker import Worker
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 from loopstate import Agent, MemoryStore, ScriptedModel, Store, ToolContext, tool
-from loopstate.engine.scripted import call
+from loopstate.engine.models.scripted import call
 
 charged = 0
 

@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from loopstate.cli.text import shown, shown_json
-from loopstate.engine.cassette import Cassette
 from loopstate.engine.errors import LoopstateError
+from loopstate.engine.recording.cassette import Cassette
 
 
 def register(subparsers: Any) -> None:
@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from loopstate.engine.replay import ReplayDivergence
+    from loopstate.engine.recording.replay import ReplayDivergence
 
     try:
         tape = Cassette.load(args.cassette)
@@ -74,7 +74,7 @@ def _machine(tape: Cassette) -> str:
 
 async def _replay(tape: Cassette, agent: Any) -> Any:
     from loopstate.machines.flows import Flow
-    from loopstate.machines.replay import replay, replay_flow
+    from loopstate.replay import replay, replay_flow
 
     if isinstance(agent, Flow):
         return await replay_flow(tape, agent)

@@ -17,9 +17,9 @@ from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import as_decision
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
-from loopstate.engine.sqlite_store import DEFAULT_BUSY_TIMEOUT_S
 from loopstate.engine.state import RunState
 from loopstate.engine.store import Store
+from loopstate.engine.stores.sqlite import DEFAULT_BUSY_TIMEOUT_S
 
 Command = Callable[[argparse.Namespace, Store], Coroutine[Any, Any, int]]
 

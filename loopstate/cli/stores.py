@@ -6,8 +6,8 @@ import inspect
 from typing import Any
 
 from loopstate.engine.errors import DefinitionError
-from loopstate.engine.sqlite_store import DEFAULT_PATH, SQLiteStore
 from loopstate.engine.store import Store
+from loopstate.engine.stores.sqlite import DEFAULT_PATH, SQLiteStore
 
 DB_HELP = "the store: a SQLite file or a postgresql:// URL (%(default)s)"
 DEFAULT_DB = str(DEFAULT_PATH)
@@ -18,7 +18,7 @@ def open_store(db: str, *, busy_timeout: float | None = None) -> Store:
     (waiting up to `busy_timeout` seconds for another process holding the file)."""
     if db.startswith(("postgresql://", "postgres://")):
         try:
-            from loopstate.engine.postgres_store import PostgresStore
+            from loopstate.engine.stores.postgres import PostgresStore
         except ImportError as exc:
             raise DefinitionError(str(exc)) from None
         return PostgresStore(db)

@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     from loopstate.cli.runs import load_agent
-    from loopstate.machines.worker import Worker
+    from loopstate.worker import Worker
 
     store = open_store(args.db)
     try:

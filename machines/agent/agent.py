@@ -196,7 +196,7 @@ class Agent:
 def as_model(model: str | Model) -> Model:
     """A model object for a litellm model name; a `Model` as is."""
     if isinstance(model, str):
-        from loopstate.engine.litellm_model import LiteLLMModel
+        from loopstate.engine.models.litellm import LiteLLMModel
 
         litellm_model: Model = LiteLLMModel(model)
         return litellm_model

@@ -217,7 +217,7 @@ def _resolve(model: str | Model | None) -> Model | None:
     if model is None or isinstance(model, Model):
         return model
     if isinstance(model, str):
-        from loopstate.engine.litellm_model import LiteLLMModel
+        from loopstate.engine.models.litellm import LiteLLMModel
 
         litellm_model: Model = LiteLLMModel(model)
         return litellm_model

@@ -14,7 +14,7 @@ import psycopg
 from loopstate.engine.errors import RunNotFound, StoreError
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
-from loopstate.engine.store_codec import decode_run
+from loopstate.engine.stores.codec import decode_run
 
 DB_VERSION = 2
 _LOCK = 7_204_611_093  # pg_advisory_xact_lock key: "loopstate migrates this database"

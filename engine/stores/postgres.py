@@ -22,16 +22,16 @@ except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError("PostgresStore needs psycopg 3: pip install 'loopstate[postgres]'") from None
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.postgres_schema import migrate, read_run
 from loopstate.engine.state import RunState
 from loopstate.engine.store import RunSummary, lease_is_live, ready
-from loopstate.engine.store_codec import (
+from loopstate.engine.stores.codec import (
     decode_summary,
     header,
     rows,
     summary_columns,
     transition_rows,
 )
+from loopstate.engine.stores.postgres_schema import migrate, read_run
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 

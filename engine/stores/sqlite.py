@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.sqlite_errors import store_errors
 from loopstate.engine.state import RunState
 from loopstate.engine.store import RunSummary, lease_is_live, ready
-from loopstate.engine.store_codec import (
+from loopstate.engine.stores.codec import (
     decode_run,
     decode_summary,
     header,
@@ -26,6 +25,7 @@ from loopstate.engine.store_codec import (
     summary_columns,
     transition_rows,
 )
+from loopstate.engine.stores.sqlite_errors import store_errors
 
 DEFAULT_PATH = Path(".loopstate") / "runs.db"
 DB_VERSION = 2

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.cassette_records import checked
 from loopstate.engine.errors import CassetteError
 from loopstate.engine.messages import to_wire
 from loopstate.engine.model import ModelRequest
+from loopstate.engine.recording.cassette_records import checked
 
 __all__ = ["Cassette", "CassetteError", "Digester"]
 

@@ -12,11 +12,11 @@ import os
 import sys
 from typing import Any
 
-from loopstate.engine.litellm_errors import model_error
-from loopstate.engine.litellm_reply import read_reply
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse
-from loopstate.engine.wire import provider_messages
+from loopstate.engine.models.litellm_errors import model_error
+from loopstate.engine.models.litellm_reply import read_reply
+from loopstate.engine.models.wire import provider_messages
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.

@@ -20,7 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.cassette import (
+from loopstate.engine.events import Event
+from loopstate.engine.hooks import Hooks
+from loopstate.engine.messages import to_wire
+from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.recording.cassette import (
     FORMAT,
     VERSION,
     Digester,
@@ -29,10 +33,6 @@ from loopstate.engine.cassette import (
     scrubber,
     secret_values,
 )
-from loopstate.engine.events import Event
-from loopstate.engine.hooks import Hooks
-from loopstate.engine.messages import to_wire
-from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.state import CallRecord, RunState, Transition
 
 

@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter, create_model
 
 from loopstate.engine.approval import ApprovalRequest, Decision
-from loopstate.engine.cassette import Cassette, Digester, request_record
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.model import Model, ModelRequest, ModelResponse
+from loopstate.engine.recording.cassette import Cassette, Digester, request_record
 from loopstate.engine.sanitize import storable
 from loopstate.engine.tool import Tool, ToolContext
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from loopstate.engine.cassette import Cassette
 from loopstate.engine.messages import Message, SystemMessage
-from loopstate.engine.replay import (
+from loopstate.engine.recording.cassette import Cassette
+from loopstate.engine.recording.replay import (
     ReplayDivergence,
     ReplayModel,
     load,
