@@ -67,7 +67,8 @@ class Stepper(Protocol):
     """A kind of run (the agent loop, a flow): its steps over the core's state."""
 
     def ended(self) -> bool:
-        """Whether the run has reached a final state."""
+        """Whether the run has stopped until someone acts: a final state, or a state such as
+        the agent loop's `model_failed` that only a resume leaves."""
 
     async def step(self) -> bool:
         """Perform one step of the machine; False when the run must wait for someone."""

@@ -205,6 +205,8 @@ class RunState(Frozen):
             return status
         if self.state in _ENDED or self.state == "awaiting_approval":
             return self.state  # type: ignore[return-value]
+        if self.state == "model_failed":  # failed, and `resume` calls the model again
+            return "failed"
         return "running"
 
     @property

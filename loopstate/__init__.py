@@ -22,6 +22,7 @@ from loopstate.engine.errors import (
     UnexpectedRequest,
 )
 from loopstate.engine.events import Event
+from loopstate.engine.failure import RunFailure
 from loopstate.engine.hooks import Hooks, compose, merge
 from loopstate.engine.messages import (
     AssistantMessage,
@@ -33,6 +34,7 @@ from loopstate.engine.messages import (
 )
 from loopstate.engine.model import Model, ModelRequest, ModelResponse, ToolDefinition, Usage
 from loopstate.engine.models.litellm import LiteLLMModel
+from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.models.scripted import ScriptedModel, Turn
 from loopstate.engine.options import StopCondition
 from loopstate.engine.result import RunResult
@@ -125,7 +127,10 @@ __all__ = [
     "Recorder",
     "ReplayDivergence",
     "ReplayModel",
+    "RetryPolicy",
+    "RetryingModel",
     "RunBusy",
+    "RunFailure",
     "RunNotFound",
     "RunNotResumable",
     "RunResult",

@@ -19,10 +19,12 @@ TABLE = [
     ("executing_tool", "tools_done", {"stop": None}, "thinking"),
     ("executing_tool", "tools_done", {"stop": "max_steps"}, "done"),
     ("executing_tool", "reapprove", {}, "awaiting_approval"),
+    ("thinking", "model_error", {}, "model_failed"),
+    ("model_failed", "retry", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
-    ("executing_tool", "abort", {}, "aborted"),
+    *[(s, "abort", {}, "aborted") for s in ("executing_tool", "model_failed")],
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "awaiting_approval")],
-    ("executing_tool", "fail", {}, "failed"),
+    *[(s, "fail", {}, "failed") for s in ("executing_tool", "model_failed")],
 ]
 
 

@@ -154,3 +154,15 @@ def test_unknown_runs_and_calls_and_ended_runs_are_one_line_errors(sh: Shell) ->
     assert "run run-1 has ended (aborted)" in sh.fails("abort", "run-1", "--reason", "again")
     assert "run run-1 has ended (aborted)" in sh.fails("resume", "run-1", "--agent", "shop:agent")
     assert sh.charges() == []
+
+
+def test_an_edit_that_breaks_the_tools_schema_is_refused_when_recorded(sh: Shell) -> None:
+    error = sh.fails("edit", "run-1", "call_1_1", "--args", '{"amount": "five"}')
+    assert "edit for call call_1_1 (charge) refused: amount:" in error
+    assert "queued_decisions" in sh.ok("runs", "show", "run-1", "--json")
+    assert json.loads(sh.ok("runs", "show", "run-1", "--json"))["queued_decisions"] == []
+    sh.ok("edit", "run-1", "call_1_1", "--args", '{"amount": 4}')  # a corrected decision
+    sh.ok("deny", "run-1", "call_1_2", "--reason", "one is enough")
+    resumed = sh.ok("resume", "run-1", "--agent", "shop:agent")
+    assert "status: done" in resumed
+    assert sh.charges() == ["charge 4"]

@@ -15,6 +15,7 @@ from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
+from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.operations import abort_run
 from loopstate.engine.options import (
     RunOptions,
@@ -41,7 +42,10 @@ class Agent:
     for runs that need not outlive the process). Without an `approver` (or when it leaves a
     call undecided), a run that reaches a gated call suspends: `run()` returns with
     `status == "awaiting_approval"` and `resume()` continues it, in any process that uses
-    the same store.
+    the same store. `retry` retries a model call that failed in a way that may pass (a rate
+    limit, an overloaded provider, a dropped connection), honouring the provider's
+    `retry-after`; a run whose model call still fails stops in `model_failed` (status
+    `failed`), and `resume()` calls the model again from that step.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class Agent:
         clock: Clock = system_clock,
         ids: IdSource = random_ids,
         lease_s: float = DEFAULT_LEASE_S,
+        retry: RetryPolicy | None = None,
         log: Any = None,
     ) -> None:
         if max_steps < 1:
@@ -70,7 +75,7 @@ class Agent:
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
         }
-        self.model = as_model(model)
+        self.model = as_model(model, retry)
         self.tools = ToolRegistry(tools)
         self._options["tools"] = tuple(self.tools)
         self.instructions = instructions
@@ -164,6 +169,8 @@ class Agent:
                 )
             loop = LoopSteps(core, self._loop)
             recovered = await loop.decisions.prepare(decisions, actor)
+            if state.state == AgentLoop.model_failed.id:
+                await loop.retry(actor=actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
             await self._run_start(core.state)
             await core.drive(loop)
@@ -193,13 +200,12 @@ class Agent:
         return (*system, *prompt)
 
 
-def as_model(model: str | Model) -> Model:
-    """A model object for a litellm model name; a `Model` as is."""
+def as_model(model: str | Model, retry: RetryPolicy | None = None) -> Model:
+    """A model object for a litellm model name (a `Model` as is), retrying by `retry`."""
     if isinstance(model, str):
         from loopstate.engine.models.litellm import LiteLLMModel
 
-        litellm_model: Model = LiteLLMModel(model)
-        return litellm_model
+        model = LiteLLMModel(model)
     if not isinstance(model, Model):
         raise DefinitionError(f"{model!r} is not a model name or a Model")
-    return model
+    return model if retry is None else RetryingModel(model, retry)

@@ -16,6 +16,10 @@ class AgentLoop(StateChart[Any]):
 
     - `replied` carries `calls` (tool calls in the turn) and `gated` (how many need a decision).
     - `tools_done` and `decided` carry `stop`: a stop reason, or None to go on.
+    - `model_error`: the model call failed in a way that may succeed later (a rate limit, an
+      overloaded provider, a dropped connection). The run stops in `model_failed` (its status
+      is `failed`) and `retry`, asked for by someone resuming it, calls the model again:
+      nothing before the failed step runs again.
     """
 
     # Strict: an event the current state does not accept raises, and an error in a guard
@@ -29,6 +33,7 @@ class AgentLoop(StateChart[Any]):
     thinking = State()
     awaiting_approval = State()
     executing_tool = State()
+    model_failed = State()
     done = State(final=True)
     failed = State(final=True)
     aborted = State(final=True)
@@ -43,17 +48,21 @@ class AgentLoop(StateChart[Any]):
     tools_done = executing_tool.to(done, cond="stop_requested") | executing_tool.to(thinking)
     # After a crash, calls that were running when the process died may be put to a person again.
     reapprove = executing_tool.to(awaiting_approval)
+    model_error = thinking.to(model_failed)
+    retry = model_failed.to(thinking)
     abort = (
         idle.to(aborted)
         | thinking.to(aborted)
         | awaiting_approval.to(aborted)
         | executing_tool.to(aborted)
+        | model_failed.to(aborted)
     )
     fail = (
         idle.to(failed)
         | thinking.to(failed)
         | awaiting_approval.to(failed)
         | executing_tool.to(failed)
+        | model_failed.to(failed)
     )
 
     def is_answer(self, calls: int) -> bool:
@@ -68,6 +77,8 @@ class AgentLoop(StateChart[Any]):
 
 LOOP_FINAL = frozenset(s.id for s in AgentLoop.final_states)
 """Where an agent loop ends: done, failed, aborted."""
+LOOP_STOPPED = LOOP_FINAL | {AgentLoop.model_failed.id}
+"""Where an agent loop stops until someone acts: its final states, and `model_failed`."""
 
 
 class AgentEvents(Protocol):
@@ -80,6 +91,8 @@ class AgentEvents(Protocol):
     def decided(self) -> Any: ...
     def tools_done(self, *, stop: str | None) -> Any: ...
     def reapprove(self) -> Any: ...
+    def model_error(self) -> Any: ...
+    def retry(self) -> Any: ...
     def abort(self) -> Any: ...
     def fail(self) -> Any: ...
 

@@ -21,8 +21,10 @@ from typing import Any, ParamSpec
 
 from loopstate.engine.callids import with_run_ids
 from loopstate.engine.core import Cause, Ending, RunCore
+from loopstate.engine.errors import ModelError
 from loopstate.engine.events import ModelRequested, ModelResponded, ToolFinished, ToolStarted
 from loopstate.engine.executor import Executor, result_message
+from loopstate.engine.failure import failure_of
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Model, ModelRequest, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
@@ -30,7 +32,7 @@ from loopstate.engine.sanitize import storable, storable_text
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.decisions import Decisions
-from loopstate.machines.agent.loop import LOOP_FINAL, AgentEvents, AgentLoop, agent_loop
+from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
 
 P = ParamSpec("P")
 
@@ -83,7 +85,7 @@ class LoopSteps:
     # -- Stepper -----------------------------------------------------------------------------
 
     def ended(self) -> bool:
-        return self.state.state in LOOP_FINAL
+        return self.state.state in LOOP_STOPPED
 
     async def step(self) -> bool:
         return await self._steps[self.state.state]()
@@ -110,7 +112,13 @@ class LoopSteps:
 
     async def _think(self) -> bool:
         request = self._request()
-        response = await self._call_model(request)
+        try:
+            response = await self._call_model(request)
+        except ModelError as exc:
+            if not exc.retryable:
+                raise  # the error policy ends the run in `failed`
+            await self._stall(exc)
+            return True
         reply = response.message
         records = self.executor.prepare(reply.calls, self.context)
         state = self.state
@@ -142,6 +150,21 @@ class LoopSteps:
         self.mark_running()
         await self.core.save()
         return True
+
+    async def _stall(self, exc: ModelError) -> None:
+        """Stop in `model_failed` after a model error that may pass: `retry` goes on from
+        this step, with nothing before it run again."""
+        error = f"{type(exc).__name__}: {exc}"
+        self.core.log.error("run_failed", error=error.splitlines()[0], retryable=True)
+        self.state = self.state.evolve(error=error, failure=failure_of(exc))
+        self.send(Cause(error, "system"), self.machine.model_error)
+        await self.core.save()
+
+    async def retry(self, *, actor: str) -> None:
+        """Call the model again for the step that failed (`model_failed` → `thinking`)."""
+        self.state = self.state.evolve(error=None, failure=None)
+        self.send(Cause("retry after a model error", actor), self.machine.retry)
+        await self.core.save()
 
     def _request(self) -> ModelRequest:
         state, view = self.state, self.config.view

@@ -24,7 +24,7 @@ from loopstate.engine.core import Cause, Ending, RunCore
 from loopstate.engine.messages import SystemMessage, UserMessage
 from loopstate.engine.options import RunOptions
 from loopstate.engine.state import FlowPosition, RunState
-from loopstate.machines.agent.loop import LOOP_FINAL
+from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
@@ -75,7 +75,7 @@ class FlowSteps:
     # -- Stepper -----------------------------------------------------------------------------
 
     def ended(self) -> bool:
-        return self.flow.phase in FINAL
+        return self.flow.phase in FINAL or self.state.state == AgentLoop.model_failed.id
 
     async def step(self) -> bool:
         if self.flow.awaiting_input:

@@ -16,10 +16,12 @@ from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
+from loopstate.engine.models.retry import RetryPolicy
 from loopstate.engine.operations import abort_run
 from loopstate.engine.options import RunOptions, default_store, hook_chain, workspace_path
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.machines.agent.agent import as_model
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine
@@ -58,6 +60,7 @@ class Flow:
         clock: Clock = system_clock,
         ids: IdSource = random_ids,
         lease_s: float = DEFAULT_LEASE_S,
+        retry: RetryPolicy | None = None,
         log: Any = None,
     ) -> None:
         self._options: dict[str, Any] = {
@@ -74,7 +77,9 @@ class Flow:
             phase_name: BoundPhase.build(
                 phase_name,
                 spec,
-                _resolve(routes.get(phase_name) or spec.model or routes.get("default") or model),
+                _resolve(
+                    routes.get(phase_name) or spec.model or routes.get("default") or model, retry
+                ),
             )
             for phase_name, spec in phases.items()
         }
@@ -157,6 +162,8 @@ class Flow:
                 steps.user_replied(message, actor="user" if actor == "resume" else actor)
             elif state.state in _LOOP_STATES:
                 recovered = await steps.loop.decisions.prepare(decisions, actor)
+                if state.state == AgentLoop.model_failed.id:
+                    await steps.loop.retry(actor=actor)
             phase = f"{state.phase}:{state.state}"
             await core.emit(RunResumed(**core.at(), state=phase, recovered=recovered))
             await self._run_start(state)
@@ -213,12 +220,5 @@ def _check_flow(state: RunState, name: str) -> None:
         )
 
 
-def _resolve(model: str | Model | None) -> Model | None:
-    if model is None or isinstance(model, Model):
-        return model
-    if isinstance(model, str):
-        from loopstate.engine.models.litellm import LiteLLMModel
-
-        litellm_model: Model = LiteLLMModel(model)
-        return litellm_model
-    raise DefinitionError(f"{model!r} is not a model name or a Model")
+def _resolve(model: str | Model | None, retry: RetryPolicy | None) -> Model | None:
+    return None if model is None else as_model(model, retry)
