@@ -16,7 +16,7 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 
 
 async def suspended(db: Path) -> tuple[Agent, str]:
-    counted, tools = make_tools()
+    _, tools = make_tools()
     script = [call("write_file", {"path": "a", "content": "x"}), "written"]
     agent = Agent(ScriptedModel(script), tools, store=SQLiteStore(db), ids=lambda: "r1")
     result = await agent.run("go")
