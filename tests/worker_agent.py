@@ -25,7 +25,7 @@ async def charge(amount: int, ctx: ToolContext[None]) -> str:
     global charged
     charged += 1
     # A blocking append on purpose: the line must be on disk before a SIGKILL.
-    with Path(os.environ["LOOPSTATE_TEST_EFFECTS"]).open("a") as effects:  # noqa: ASYNC230
+    with Path(os.environ["LOOPSTATE_TEST_EFFECTS"]).open("a") as effects:
         effects.write(f"{ctx.run_id} {ctx.call_id}\n")
     if charged == int(os.environ.get("LOOPSTATE_TEST_KILL_AT", "0")):
         os.kill(os.getpid(), signal.SIGKILL)
