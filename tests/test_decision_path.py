@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 from support import make_tools
 
-from loopstate import Agent, Approve, DecisionError, Edit, ScriptedModel
+from loopstate import (
+    Agent,
+    Approve,
+    DecisionError,
+    Edit,
+    MemoryStore,
+    RunState,
+    ScriptedModel,
+    StoreError,
+)
 from loopstate.engine.models.scripted import call
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.state import QueuedDecision
@@ -57,3 +66,24 @@ async def test_queued_given_and_json_form_decisions_are_checked_alike(tmp_path: 
     assert (await store.load("r1")).inbox == ()
     done = await agent.resume("r1", decisions={call_id: {"kind": "approve"}})
     assert done.status == "done"
+
+
+class FailingFinalSave(MemoryStore):
+    """Refuses the first save of an answered run, as a store refuses data it cannot hold."""
+
+    failed = False
+
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        if state.state == "done" and not self.failed:
+            self.failed = True
+            raise StoreError(f"run {state.run_id}: cannot store this")
+        await super().save(state, owner=owner, now=now, ttl=ttl)
+
+
+async def test_a_failed_save_is_never_swallowed_the_result_and_the_store_agree() -> None:
+    store = FailingFinalSave()
+    result = await Agent(ScriptedModel(["the answer"]), store=store, ids=lambda: "r1").run("go")
+    stored = await store.load("r1")
+    assert (result.status, stored.status) == ("failed", "failed")
+    assert result.error == stored.error == "StoreError: run r1: cannot store this"
+    assert [t.target for t in stored.transitions] == ["thinking", "failed"]
