@@ -169,9 +169,6 @@ class Executor:
             if attempts > tool.retries:
                 break
         text = truncate(text, tool.max_result_chars)  # errors too: a traceback can be long
-        if record.decision is not None and record.decision.kind == "edit":
-            edited = json.dumps(record.decision.arguments, sort_keys=True)
-            text = f"[The reviewer edited the arguments; this ran with {edited}]\n{text}"
         return record.model_copy(update={"status": status, "result": text, "attempts": attempts})
 
 
@@ -201,4 +198,14 @@ def describe_invalid(exc: Exception) -> str:
 
 
 def result_message(record: CallRecord) -> ToolMessage:
-    return ToolMessage(tool_call_id=record.call_id, content=record.result or "")
+    """What the model is told of a call: its result, led by a note when a reviewer's edit is
+    what ran (the record keeps the decision; the note is derived from it, never parsed)."""
+    text = record.result or ""
+    decision = record.decision
+    if decision is not None and decision.kind == "edit" and record.status in _RAN:
+        edited = json.dumps(thaw(decision.arguments), sort_keys=True)
+        text = f"[The reviewer edited the arguments; this ran with {edited}]\n{text}"
+    return ToolMessage(tool_call_id=record.call_id, content=text)
+
+
+_RAN = ("succeeded", "failed")

@@ -19,7 +19,6 @@ from loopstate.engine.recording.cassette import Cassette, Digester, request_reco
 from loopstate.engine.sanitize import storable
 from loopstate.engine.tool import Tool, ToolContext
 
-_EDIT_NOTE = "[The reviewer edited the arguments;"
 _DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
 
 
@@ -111,8 +110,7 @@ def stand_in_tools(cassette: Cassette, tools: Sequence[Tool] | None = None) -> l
         if record is None:
             raise ReplayDivergence(0, f"no recorded result for call {ctx.call_id} ({ctx.tool})")
         text: str = record["result"]
-        # the executor adds the edit note itself when it replays an edited call
-        return text.split("\n", 1)[1] if text.startswith(_EDIT_NOTE) else text
+        return text
 
     return [
         Tool(
