@@ -2,8 +2,9 @@
 
 LoopstateError
 ├── DefinitionError        a tool, agent or machine is declared wrongly
-├── ModelError             the model port failed (network, provider, bad reply)
-│   └── ScriptExhausted    a ScriptedModel was asked for more turns than it has
+├── ModelError             the model port failed (network, provider, bad reply); `status`,
+│   │                      `error_type`, `retry_after`, `retryable` say what to do
+│   ├── ScriptExhausted    a ScriptedModel was asked for more turns than it has
 │   └── UnexpectedRequest  a ScriptedModel's expectation did not hold
 ├── DecisionError          a decision was refused; the run is unchanged
 ├── RunNotFound            no run with that id in the store
@@ -11,7 +12,15 @@ LoopstateError
 ├── RunNotResumable        the run is finished, or not waiting for what was given
 ├── StoreError             a stored row is corrupt or from a newer schema, or the store's
 │                          file is damaged or held locked too long by another process
-└── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
+├── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
+├── ReplayDivergence       a replayed run asked for something other than the recording
+│                          (`loopstate.engine.recording.replay`)
+├── GraphvizNotFound       SVG or PNG asked for without Graphviz's `dot` installed
+├── GraphvizFailed         `dot` refused a diagram (`loopstate.engine.diagram.render`)
+└── ToolError              a built-in tool was called wrongly; its message goes to the model
+    └── WorkspaceError     a path escapes the workspace (`loopstate.tools.builtin.workspace`)
+
+A test (tests/test_public_api.py) checks that this tree names every error class loopstate has.
 """
 
 from __future__ import annotations

@@ -37,3 +37,27 @@ def test_importing_loopstate_imports_neither_litellm_nor_the_postgres_driver() -
     code = "import sys, loopstate; print('litellm' in sys.modules, 'psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_the_exception_tree_docstring_names_every_error_class() -> None:
+    import importlib
+    import pkgutil
+
+    import loopstate.engine
+    import loopstate.machines
+    import loopstate.tools
+    from loopstate.engine import errors
+
+    for package in (loopstate.engine, loopstate.machines, loopstate.tools):
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            importlib.import_module(info.name)
+
+    def subclasses(cls: type) -> set[type]:
+        found = set(cls.__subclasses__())
+        return found.union(*(subclasses(c) for c in found))
+
+    ours = {c for c in subclasses(errors.LoopstateError) if c.__module__.startswith("loopstate.")}
+    assert len(ours) >= 15
+    doc = errors.__doc__ or ""
+    missing = sorted(c.__name__ for c in ours if f"── {c.__name__} " not in doc)
+    assert not missing, f"add these to the tree in engine/errors.py: {missing}"
