@@ -119,3 +119,18 @@ def test_a_tool_step_takes_at_most_three_transitions() -> None:
         getattr(machine, event)(**facts)
         path.append(machine.current_state_value)
     assert path == ["awaiting_approval", "executing_tool", "thinking"]
+
+
+def test_the_loop_steps_cover_every_state_the_loop_can_be_driven_from() -> None:
+    from loopstate import MemoryStore, ScriptedModel
+    from loopstate.engine.core import RunCore, RunPorts
+    from loopstate.engine.options import RunOptions
+    from loopstate.engine.state import RunState
+    from loopstate.machines.agent.loop import LOOP_STOPPED
+    from loopstate.machines.agent.steps import LoopConfig, LoopSteps
+
+    store = MemoryStore()
+    core = RunCore(RunState(run_id="r"), RunPorts(store=store, clock=float, owner="o", lease_s=1))
+    steps = LoopSteps(core, LoopConfig(model=ScriptedModel([]), options=RunOptions(store=store)))
+    driven = {s.id for s in AgentLoop.states} - LOOP_STOPPED
+    assert set(steps.steps) == driven

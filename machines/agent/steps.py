@@ -67,7 +67,7 @@ class LoopSteps:
         self.decisions = Decisions(self)
         self._definitions = tuple(t.definition for t in config.tools.values())
         self._unsaved_results = 0
-        self._steps: dict[str, Callable[[], Awaitable[bool]]] = {
+        self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
             AgentLoop.idle.id: self._start,
             AgentLoop.thinking.id: self._think,
             AgentLoop.awaiting_approval.id: self.decisions.wait,
@@ -88,7 +88,7 @@ class LoopSteps:
         return self.state.state in LOOP_STOPPED
 
     async def step(self) -> bool:
-        return await self._steps[self.state.state]()
+        return await self.steps[self.state.state]()
 
     def end(self, how: Ending, cause: Cause) -> None:
         self.send(cause, self.machine.fail if how == "fail" else self.machine.abort)
