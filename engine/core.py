@@ -115,10 +115,15 @@ class RunCore:
                 await keeper
             await self.ports.store.release(self.state.run_id, owner=self.ports.owner)
 
-    async def drive(self, stepper: Stepper) -> None:
-        """Step until the run ends or waits, under the error policy; then finish."""
+    async def drive(self, stepper: Stepper, *, drain: asyncio.Event | None = None) -> None:
+        """Step until the run ends or waits, under the error policy; then finish. Once `drain`
+        is set the run stops after its current step (saved, as every step is), still
+        `running`, for any process to continue."""
         try:
             while not stepper.ended():
+                if drain is not None and drain.is_set():
+                    self.log.info("run_drained", state=self.state.state)
+                    break
                 if not await stepper.step():
                     await self.emit(RunSuspended(**self.at(), pending=self.pending_ids()))
                     break

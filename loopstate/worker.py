@@ -46,10 +46,12 @@ class Worker:
         self.resumed = 0
         self._in_flight: set[str] = set()
         self._finished = asyncio.Event()
+        self._stop = asyncio.Event()
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Claim and resume runs until `stop` is set, then let the runs in hand reach their
-        next stop (each releases its lease) and return."""
+        """Claim and resume runs until `stop` is set, then let each run in hand finish its
+        current step (saved; its lease released, so another worker continues it) and return."""
+        self._stop = stop
         async with asyncio.TaskGroup() as tasks:
             while not stop.is_set():
                 self._finished.clear()
@@ -72,7 +74,7 @@ class Worker:
 
     async def _resume(self, run_id: str) -> None:
         try:
-            result = await self.target.resume(run_id, owner=self.owner)
+            result = await self.target.resume(run_id, owner=self.owner, drain=self._stop)
             self.resumed += 1
             self.log.info("worker_resumed", run_id=run_id, status=result.status)
         except Exception as exc:  # one run's failure must not stop the others

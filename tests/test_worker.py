@@ -110,7 +110,8 @@ async def test_loopstate_worker_on_sqlite_runs_a_cli_decision_and_drains_on_sigt
             worker.kill()
     log = (tmp_path / "worker.log").read_text()
     assert "stopped after resuming 1 runs" in log
-    assert (await store.load("r")).status == "done"  # the step in hand finished
+    drained = await store.load("r")  # the step in hand finished; the run is left to others
+    assert (drained.status, [c.status for c in drained.calls]) == ("running", ["succeeded"])
     assert len(effects_of(effects)) == 1
     store.close()
 
@@ -123,3 +124,25 @@ def test_loopstate_worker_explains_a_missing_agent(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 2
     assert "cannot load the agent nowhere:agent" in out.stderr
+
+
+async def test_a_draining_worker_finishes_the_current_step_and_leaves_the_run_to_another(
+    store: Store, effects: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOPSTATE_TEST_HOLD", "0.5")
+    agent = worker_agent.agent(store)
+    suspended = await agent.run("go", run_id="r")
+    await queue_decision(store, "r", suspended.pending[0].call_id, Approve(), actor="t")
+    stop = asyncio.Event()
+    first = Worker(agent, poll_s=0.05)
+    serving = asyncio.create_task(first.serve(stop))
+    while not effects.exists():  # the charge has started: the worker is mid-step
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(serving, 20.0)
+    drained = await store.load("r")
+    assert drained.status == "running"  # the step finished and was saved, the run goes on
+    assert [c.status for c in drained.calls] == ["succeeded"]
+    await serve_until(Worker(agent, poll_s=0.05), store, ended=1)
+    assert (await store.load("r")).status == "done"
+    assert len(effects_of(effects)) == 1

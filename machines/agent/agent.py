@@ -146,6 +146,7 @@ class Agent:
         *,
         actor: str = "resume",
         owner: str | None = None,
+        drain: asyncio.Event | None = None,
     ) -> RunResult:
         """Continue a suspended or interrupted run exactly where it stopped.
 
@@ -153,7 +154,9 @@ class Agent:
         other arguments (`digest`) or a second decision for a call raises `DecisionError`
         and leaves the run unchanged. Decisions recorded in the store (e.g. by the CLI) are
         applied first. Raises `RunBusy` if another process is driving the run. `owner` is
-        the lease owner to resume under (a worker that claimed the run passes its own)."""
+        the lease owner to resume under (a worker that claimed the run passes its own). Once
+        `drain` is set the run stops after its current step, still `running` (a worker that
+        is shutting down sets it)."""
         owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
@@ -173,7 +176,7 @@ class Agent:
                 await loop.retry(actor=actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
             await self._run_start(core.state)
-            await core.drive(loop)
+            await core.drive(loop, drain=drain)
         return RunResult.of(core.state, tuple(core.events))
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,7 @@ class Flow:
         decisions: Mapping[str, Decision] | None = None,
         actor: str = "resume",
         owner: str | None = None,
+        drain: asyncio.Event | None = None,
     ) -> FlowResult:
         """Continue a suspended or interrupted run where it stopped: with the user's `message`
         when it waits for input, with `decisions` (by call id) when it waits for approval.
@@ -167,7 +169,7 @@ class Flow:
             phase = f"{state.phase}:{state.state}"
             await core.emit(RunResumed(**core.at(), state=phase, recovered=recovered))
             await self._run_start(state)
-            await core.drive(steps)
+            await core.drive(steps, drain=drain)
         return FlowResult.of(core.state, tuple(core.events))
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
