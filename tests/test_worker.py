@@ -136,7 +136,9 @@ async def test_a_draining_worker_finishes_the_current_step_and_leaves_the_run_to
     stop = asyncio.Event()
     first = Worker(agent, poll_s=0.05)
     serving = asyncio.create_task(first.serve(stop))
-    while not effects.exists():  # the charge has started: the worker is mid-step
+    for _ in range(1000):  # until the charge has started: the worker is mid-step
+        if effects.exists():
+            break
         await asyncio.sleep(0.01)
     stop.set()
     await asyncio.wait_for(serving, 20.0)
