@@ -80,6 +80,20 @@ class Stepper(Protocol):
         """Reposition the machine(s) at the core's state (after it was rolled back)."""
 
 
+class OnCore:
+    """Base of a `Stepper`: its `state` is the core's (one run, one state, one owner)."""
+
+    core: RunCore
+
+    @property
+    def state(self) -> RunState:
+        return self.core.state
+
+    @state.setter
+    def state(self, value: RunState) -> None:
+        self.core.state = value
+
+
 def _enabled(log: Any, level: int) -> bool:
     check = getattr(log, "is_enabled_for", None)
     return True if check is None else bool(check(level))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver
+from loopstate.engine.approval import Approver, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.hooks import HookChain, Hooks
 from loopstate.engine.state import RunState
@@ -33,6 +33,25 @@ class RunOptions:
     ids: IdSource = random_ids
     lease_s: float = DEFAULT_LEASE_S
     log: Any = None
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> RunOptions:
+        """The options among a facade's constructor `arguments` (`Agent`, `Flow`), normalized:
+        the default store, a sync approver adapted, hooks chained, the workspace a path."""
+        given = {k: v for k, v in arguments.items() if k in _FIELDS}
+        approver = given.get("approver")
+        return cls(
+            **{
+                **given,
+                "store": default_store(given.get("store")),
+                "approver": None if approver is None else as_approver(approver),
+                "hooks": hook_chain(given.get("hooks")),
+                "workspace": workspace_path(given.get("workspace")),
+            }
+        )
+
+
+_FIELDS = frozenset(RunOptions.__dataclass_fields__)
 
 
 def default_store(store: Store | None) -> Store:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver, Decision, SyncApprover, as_approver
+from loopstate.engine.approval import Approver, Decision, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -20,9 +20,6 @@ from loopstate.engine.operations import abort_run
 from loopstate.engine.options import (
     RunOptions,
     StopCondition,
-    default_store,
-    hook_chain,
-    workspace_path,
 )
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
@@ -79,19 +76,7 @@ class Agent:
         self.tools = ToolRegistry(tools)
         self._options["tools"] = tuple(self.tools)
         self.instructions = instructions
-        self.options = RunOptions(
-            store=default_store(store),
-            approver=as_approver(approver) if approver is not None else None,
-            auto_approve=auto_approve,
-            hooks=hook_chain(hooks),
-            workspace=workspace_path(workspace),
-            deps=deps,
-            ask_again_after_crash=ask_again_after_crash,
-            clock=clock,
-            ids=ids,
-            lease_s=lease_s,
-            log=log,
-        )
+        self.options = RunOptions.of(self._options)
         self.store: Store = self.options.store
         self.clock = clock
         self.ids = ids

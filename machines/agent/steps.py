@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
 from loopstate.engine.callids import with_run_ids
-from loopstate.engine.core import Cause, Ending, RunCore
+from loopstate.engine.core import Cause, Ending, OnCore, RunCore
 from loopstate.engine.errors import ModelError
 from loopstate.engine.events import ModelRequested, ModelResponded, ToolFinished, ToolStarted
 from loopstate.engine.executor import Executor, result_message
@@ -29,7 +29,7 @@ from loopstate.engine.messages import Message
 from loopstate.engine.model import Model, ModelRequest, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
 from loopstate.engine.sanitize import storable, storable_text
-from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.decisions import Decisions
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
@@ -56,7 +56,7 @@ class LoopConfig:
     """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
 
 
-class LoopSteps:
+class LoopSteps(OnCore):
     """Drives the agent loop of one run, one step at a time (a `Stepper` for `RunCore`)."""
 
     def __init__(self, core: RunCore, config: LoopConfig) -> None:
@@ -73,14 +73,6 @@ class LoopSteps:
             AgentLoop.awaiting_approval.id: self.decisions.wait,
             AgentLoop.executing_tool.id: self._execute,
         }
-
-    @property
-    def state(self) -> RunState:
-        return self.core.state
-
-    @state.setter
-    def state(self, value: RunState) -> None:
-        self.core.state = value
 
     # -- Stepper -----------------------------------------------------------------------------
 

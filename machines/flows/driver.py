@@ -20,10 +20,10 @@ from typing import Any, ParamSpec, cast
 from statemachine import StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
-from loopstate.engine.core import Cause, Ending, RunCore
+from loopstate.engine.core import Cause, Ending, OnCore, RunCore
 from loopstate.engine.messages import SystemMessage, UserMessage
 from loopstate.engine.options import RunOptions
-from loopstate.engine.state import FlowPosition, RunState
+from loopstate.engine.state import FlowPosition
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
@@ -43,7 +43,7 @@ class FlowConfig:
     options: RunOptions
 
 
-class FlowSteps:
+class FlowSteps(OnCore):
     """Drives one flow run, one step at a time (a `Stepper` for `RunCore`)."""
 
     def __init__(self, core: RunCore, config: FlowConfig) -> None:
@@ -51,14 +51,6 @@ class FlowSteps:
         self.config = config
         self.machine = cast(FlowEvents, config.machine(start_value=self.flow.phase))
         self._loop: LoopSteps | None = None
-
-    @property
-    def state(self) -> RunState:
-        return self.core.state
-
-    @state.setter
-    def state(self, value: RunState) -> None:
-        self.core.state = value
 
     @property
     def flow(self) -> FlowPosition:

@@ -9,7 +9,7 @@ from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import Approver, Decision, SyncApprover, as_approver
+from loopstate.engine.approval import Approver, Decision, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -19,7 +19,7 @@ from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
 from loopstate.engine.operations import abort_run
-from loopstate.engine.options import RunOptions, default_store, hook_chain, workspace_path
+from loopstate.engine.options import RunOptions
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.machines.agent.agent import as_model
@@ -84,19 +84,7 @@ class Flow:
             )
             for phase_name, spec in phases.items()
         }
-        self.options = RunOptions(
-            store=default_store(store),
-            approver=as_approver(approver) if approver is not None else None,
-            auto_approve=auto_approve,
-            hooks=hook_chain(hooks),
-            workspace=workspace_path(workspace),
-            deps=deps,
-            ask_again_after_crash=ask_again_after_crash,
-            clock=clock,
-            ids=ids,
-            lease_s=lease_s,
-            log=log,
-        )
+        self.options = RunOptions.of(self._options)
         self.store: Store = self.options.store
         self.clock = clock
         self.ids = ids
