@@ -13,7 +13,7 @@ assigning again (a replayed reply) changes nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Container
 
 from loopstate.engine.messages import AssistantMessage, IdReplaced, ToolCall
 from loopstate.engine.model import ModelResponse
@@ -24,7 +24,7 @@ _TYPABLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
 def assign_ids(
-    message: AssistantMessage, used_ids: Iterable[str], next_index: int
+    message: AssistantMessage, used_ids: Container[str], next_index: int
 ) -> AssistantMessage:
     """`message` with every call's id unique among `used_ids` and within the turn.
 
@@ -34,7 +34,7 @@ def assign_ids(
     """
     if not message.tool_calls:
         return message
-    taken = set(used_ids)
+    taken = _Taken(used_ids)
     calls: list[ToolCall] = []
     changed = False
     for position, call in enumerate(message.tool_calls):
@@ -50,14 +50,27 @@ def assign_ids(
 
 
 def with_run_ids(
-    response: ModelResponse, used_ids: Iterable[str], next_index: int
+    response: ModelResponse, used_ids: Container[str], next_index: int
 ) -> ModelResponse:
     """`response` with its message's call ids made unique in the run (see `assign_ids`)."""
     message = assign_ids(response.message, used_ids, next_index)
     return response if message is response.message else response.evolve(message=message)
 
 
-def _problem(call_id: str, taken: set[str]) -> IdReplaced | None:
+class _Taken:
+    """The run's ids (not copied: a run's set grows with every turn) and this turn's."""
+
+    def __init__(self, run: Container[str]) -> None:
+        self.run, self.turn = run, set[str]()
+
+    def __contains__(self, call_id: str) -> bool:
+        return call_id in self.turn or call_id in self.run
+
+    def add(self, call_id: str) -> None:
+        self.turn.add(call_id)
+
+
+def _problem(call_id: str, taken: _Taken) -> IdReplaced | None:
     if not call_id:
         return "empty"
     if call_id in taken:
@@ -67,7 +80,7 @@ def _problem(call_id: str, taken: set[str]) -> IdReplaced | None:
     return None
 
 
-def _fresh(index: int, taken: set[str]) -> str:
+def _fresh(index: int, taken: _Taken) -> str:
     while f"call_{index}" in taken:
         index += 1
     return f"call_{index}"

@@ -14,6 +14,7 @@ import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 T = TypeVar("T")
 
@@ -35,6 +36,12 @@ def storable(value: T) -> T:
     and no copy. A changed pydantic model is rebuilt with `model_copy` (frozen data stays
     frozen); a changed container is rebuilt as the same type.
     """
+    if isinstance(value, BaseModel):
+        try:  # the common case at C speed: a model whose JSON encodes holds no surrogate
+            type(value).__pydantic_serializer__.to_json(value)
+            return value
+        except PydanticSerializationError:
+            pass
     return _storable(value)  # type: ignore[no-any-return]  # the same type comes back
 
 

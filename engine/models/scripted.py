@@ -10,7 +10,6 @@ from typing import Any
 from loopstate.engine.errors import ScriptExhausted, UnexpectedRequest
 from loopstate.engine.messages import AssistantMessage, ToolCall, tool_call
 from loopstate.engine.model import ModelRequest, ModelResponse, Usage
-from loopstate.engine.sanitize import storable
 
 Expectation = Callable[[ModelRequest], bool | None]
 """Raises or returns False when a request is not what the script expects."""
@@ -101,7 +100,7 @@ class ScriptedModel:
                 f"(last message: {_last(request)})"
             )
         # a script may hold hostile text on purpose: it enters the run as a real reply would
-        return storable(ModelResponse(message=turn.reply, usage=turn.usage, model=self._name))
+        return ModelResponse(message=turn.reply, usage=turn.usage, model=self._name)
 
 
 def _as_turn(item: ScriptItem, number: int) -> Turn:

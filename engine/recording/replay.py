@@ -16,7 +16,6 @@ from loopstate.engine.approval import ApprovalRequest, Decision
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.model import Model, ModelRequest, ModelResponse
 from loopstate.engine.recording.cassette import Cassette, Digester, request_record
-from loopstate.engine.sanitize import storable
 from loopstate.engine.tool import Tool, ToolContext
 
 _DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
@@ -81,7 +80,7 @@ class ReplayModel:
             )
         else:
             self.replayed += 1
-            return storable(ModelResponse.model_validate(turn["response"]))
+            return ModelResponse.model_validate(turn["response"])
         self.divergence = found
         if self.fallback is not None:
             return await self.fallback.complete(request)

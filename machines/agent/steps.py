@@ -67,6 +67,7 @@ class LoopSteps(OnCore):
         self.decisions = Decisions(self)
         self._definitions = tuple(t.definition for t in config.tools.values())
         self._unsaved_results = 0
+        self._used_ids: set[str] | None = None
         self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
             AgentLoop.idle.id: self._start,
             AgentLoop.thinking.id: self._think,
@@ -184,8 +185,11 @@ class LoopSteps(OnCore):
         # What enters the run must be storable whatever the port sent (lone surrogates).
         response = storable(await model.complete(request))
         # Run-unique call ids before anything (hooks, records, events, store) sees the reply.
-        state = self.state
-        response = with_run_ids(response, (c.call_id for c in state.calls), len(state.calls) + 1)
+        used = self._used_ids
+        if used is None:  # once per process: the set then grows with each turn
+            used = self._used_ids = {c.call_id for c in self.state.calls}
+        response = with_run_ids(response, used, len(self.state.calls) + 1)
+        used.update(c.id for c in response.message.calls)
         if hooks is not None:
             await hooks.after_model(request, response)
         return response
