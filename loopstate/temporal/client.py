@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from loopstate.engine.approval import ApprovalRequest, Approve, Deny, Edit, as_decision
-from loopstate.engine.errors import DecisionError, LoopstateError, RunNotFound
+from loopstate.engine.errors import DecisionError, LoopstateError, RunNotFound, RunNotResumable
 from loopstate.engine.events import Event
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
@@ -180,9 +180,12 @@ def _reason(exc: WorkflowUpdateFailedError) -> str:
 
 
 def _not_found(run_id: str, exc: RPCError) -> LoopstateError:
-    if "not found" in str(exc).lower():
-        return RunNotFound(f"no run {run_id!r} on Temporal: {exc}")
-    return LoopstateError(f"run {run_id}: {exc}")
+    text = str(exc)
+    if "not found" in text.lower():
+        return RunNotFound(f"no run {run_id!r} on Temporal: {text}")
+    if "already completed" in text.lower():
+        return RunNotResumable(f"run {run_id} has ended: {text}")
+    return LoopstateError(f"run {run_id}: {text}")
 
 
 def _quoted(value: str) -> str:
