@@ -1,4 +1,4 @@
-"""Helpers for the Temporal tests: a client and an in-process worker on a queue of the test's own."""
+"""Helpers for the Temporal tests: a client, and a worker in this process on a queue of its own."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from temporal_agents import agents  # noqa: E402
+from temporal_agents import agents
 
-from loopstate.temporal import agent_worker, data_converter  # noqa: E402
+from loopstate.temporal import agent_worker, data_converter
 
 
 async def main(address: str, workdir: Path, task_queue: str) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from temporal_support import serving, wait_pending
-
 from temporalio.client import WorkflowUpdateFailedError
 
 from loopstate import Approve, DecisionError, Deny, RunNotResumable
@@ -34,8 +33,10 @@ async def test_an_approved_call_runs_once_and_the_model_sees_its_result(
     ]
     assert result.transitions[2].actor == "user"
     kinds = [e.kind for e in result.events]
-    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
-    assert "tool_approval" in kinds and "tool_finished" in kinds
+    assert kinds[0] == "run_started"
+    assert kinds[-1] == "run_finished"
+    assert "tool_approval" in kinds
+    assert "tool_finished" in kinds
 
 
 async def test_a_denied_call_does_not_run_and_the_model_is_told_why(
@@ -150,7 +151,8 @@ async def test_signalled_decisions_apply_and_a_refused_one_is_reported(
         await s.runs.decide(run_id, "note_1", Deny("by signal"), wait=False)
         result = await s.runs.result(run_id)
     refused = [e for e in result.events if e.kind == "decision_refused"]
-    assert len(refused) == 1 and "other arguments" in refused[0].reason
+    assert len(refused) == 1
+    assert "other arguments" in refused[0].reason
     assert "Reason: by signal" in (result.output or "")
 
 
