@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from temporal_support import serving, wait_pending
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from loopstate import Approve, DecisionError, Deny, RunNotResumable
 from loopstate.temporal import DecideRequest
@@ -169,3 +169,13 @@ async def test_the_inbox_lists_pending_calls_with_no_worker_running(
             ("note_b", "write_note", "b.txt"),
         ]
         await bare.runs.abort(run_id, "cleanup", wait=False)  # a signal needs no worker
+
+
+async def test_a_run_of_an_agent_no_worker_serves_fails_with_the_reason(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("nobody", "hello")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await s.runs.result(run_id)
+    assert "this worker serves no agent 'nobody'" in str(failed.value.cause)

@@ -18,7 +18,7 @@ from temporalio import workflow
 
 from loopstate.engine.approval import ApprovalRequest, as_decision
 from loopstate.engine.core import Cause, Ending, RunCore, RunPorts
-from loopstate.engine.errors import DecisionError, RunNotResumable
+from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
 from loopstate.engine.events import DecisionRefused, Event, RunResumed, RunStarted
 from loopstate.engine.logs import get_logger
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
@@ -74,8 +74,11 @@ class Boundaries:
         return await loop.step()
 
 
-@workflow.defn(name=WORKFLOW)
+@workflow.defn(name=WORKFLOW, failure_exception_types=[DefinitionError])
 class AgentWorkflow:
+    """An agent run: `StartRun` names the served agent; fails at once (not in task retries)
+    when the worker serves no agent of that name."""
+
     @workflow.init
     def __init__(self, start: StartRun) -> None:
         agent = served(start.agent)
