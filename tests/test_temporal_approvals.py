@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -163,7 +164,11 @@ async def test_the_inbox_lists_pending_calls_with_no_worker_running(
         run_id = await s.runs.start("batch", "two notes")
         await wait_pending(s.runs, run_id, 2)
     async with serving(temporal_address, tmp_path, worker=False) as bare:
-        inbox = [c for c in await bare.runs.inbox(agent="batch") if c.run_id == run_id]
+        for _ in range(100):  # visibility is eventually consistent
+            inbox = [c for c in await bare.runs.inbox(agent="batch") if c.run_id == run_id]
+            if len(inbox) == 2:
+                break
+            await asyncio.sleep(0.05)
         assert [(c.call_id, c.tool, c.arguments["path"]) for c in inbox] == [
             ("note_a", "write_note", "a.txt"),
             ("note_b", "write_note", "b.txt"),
