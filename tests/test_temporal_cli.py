@@ -57,7 +57,10 @@ async def test_the_cli_serves_starts_lists_decides_and_shows_a_temporal_run(
             cwd=tmp_path,
         )  # fmt: skip
         assert (code, out) == (0, "cli-1\ncli-1: awaiting_approval\n")
-        code, out, _ = await cli("temporal", "pending", *where, cwd=tmp_path)
+        for _ in range(20):  # visibility is eventually consistent
+            code, out, _ = await cli("temporal", "pending", *where, cwd=tmp_path)
+            if out != "no pending calls\n":
+                break
         assert out.startswith('cli-1  c1  shout {"text": "hi\\u001b[31m"}')  # escaped
         code, _, err = await cli("temporal", "approve", "cli-1", "nope", *where, cwd=tmp_path)
         assert code == 2
