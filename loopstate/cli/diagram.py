@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("target", nargs="?", help="machine name or module:Class")
     parser.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
     parser.add_argument("--run", help="draw this stored run on its machine")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"for --run: {DB_HELP}")
+    parser.add_argument(
+        "--db", default=DEFAULT_DB, help=f"for --run: {DB_HELP}, or temporal://HOST:PORT[/NS]"
+    )
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     parser.add_argument("--all", metavar="DIR", help="regenerate Mermaid and SVG of every machine")
     parser.set_defaults(func=main)
@@ -98,6 +100,10 @@ def machine_class(target: str) -> Any:
 
 
 async def _load(db: str, run_id: str) -> Any:
+    if db.startswith("temporal://"):  # a run on Temporal: its state by Query
+        from loopstate.temporal.client import load_state
+
+        return await load_state(db, run_id)
     store = open_store(db)
     try:
         return await store.load(run_id)

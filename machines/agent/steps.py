@@ -36,6 +36,11 @@ from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, 
 
 P = ParamSpec("P")
 
+ToolRunner = Callable[[CallRecord, ToolContext[Any]], Awaitable[CallRecord]]
+"""Runs one approved call and returns its record with the outcome; never raises but for
+cancellation. The default is the executor's `run`, in this process; a Temporal workflow
+runs each call as an activity instead (`loopstate.temporal`)."""
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -54,6 +59,8 @@ class LoopConfig:
     deps: Any = None
     machine: Callable[[str], AgentEvents] = agent_loop
     """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
+    tool_runner: ToolRunner | None = None
+    """Where approved calls run (default: `Executor.run`, in this process)."""
 
 
 class LoopSteps(OnCore):
@@ -238,7 +245,8 @@ class LoopSteps(OnCore):
         if hooks is not None:
             await hooks.before_tool(record)
         started = time.perf_counter()
-        finished = await self.executor.run(record, self.context(record.call_id, record.tool))
+        run = self.config.tool_runner or self.executor.run
+        finished = await run(record, self.context(record.call_id, record.tool))
         if hooks is not None:
             replacement = await hooks.after_tool(finished, finished.result or "")
             if replacement is not None:

@@ -1,0 +1,180 @@
+"""`loopstate temporal worker|start|pending|show|approve|deny|edit|abort`: agent runs on
+Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]` extra."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from loopstate.cli.runs import _json_object, _show, _user, load_agent
+from loopstate.cli.text import shown, shown_json
+from loopstate.engine.errors import DefinitionError, LoopstateError, RunNotFound
+from loopstate.engine.state import RunState
+
+DEFAULT_ADDRESS = os.environ.get("LOOPSTATE_TEMPORAL_ADDRESS", "localhost:7233")
+Command = Callable[[argparse.Namespace, Any], Coroutine[Any, Any, int]]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("temporal", help="agent runs on Temporal (loopstate[temporal])")
+    which = parser.add_subparsers(dest="temporal_command", required=True, metavar="SUBCOMMAND")
+    worker = _command(which, "worker", _worker, help="serve agents until interrupted")
+    worker.add_argument(
+        "--agent", action="append", required=True, metavar="NAME=MODULE:ATTR",
+        help="an Agent to serve under NAME (repeat for several)",
+    )  # fmt: skip
+    start = _command(which, "start", _start, help="start a run of a served agent")
+    start.add_argument("agent")
+    start.add_argument("prompt")
+    start.add_argument("--run-id")
+    start.add_argument("--local-model", action="store_true", help="model call as local activity")
+    start.add_argument("--wait", action="store_true", help="wait for the run to end or pause")
+    pending = _command(which, "pending", _pending, help="calls waiting for a decision (no worker)")
+    pending.add_argument("--agent", help="only this served agent's runs")
+    pending.add_argument("--json", action="store_true")
+    show = _command(which, "show", _show_run, help="one run: state, transitions, pending calls")
+    show.add_argument("run")
+    show.add_argument("--json", action="store_true")
+    for name, helptext in (
+        ("approve", "approve a pending call"),
+        ("deny", "deny a pending call; the model sees the reason"),
+        ("edit", "run a pending call with other arguments"),
+    ):
+        decide = _command(which, name, _decide, help=helptext)
+        decide.add_argument("run")
+        decide.add_argument("call")
+        decide.add_argument("--actor", default=f"cli:{_user()}")
+        decide.add_argument("--signal", action="store_true", help="fire and forget (no worker)")
+        if name == "deny":
+            decide.add_argument("--reason", required=True)
+        if name == "edit":
+            decide.add_argument("--args", required=True, help="the new arguments, a JSON object")
+    abort = _command(which, "abort", _abort, help="end a run at its next step boundary")
+    abort.add_argument("run")
+    abort.add_argument("--reason", required=True)
+    abort.add_argument("--actor", default=f"cli:{_user()}")
+    abort.add_argument("--signal", action="store_true", help="fire and forget (no worker)")
+
+
+def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
+    parser = subparsers.add_parser(name, **kwargs)
+    parser.add_argument("--address", default=DEFAULT_ADDRESS, help="host:port (%(default)s)")
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--task-queue", default="loopstate")
+    parser.add_argument("--blobs", help="directory for payloads passed by reference (shared)")
+    parser.set_defaults(func=lambda args: _main(run, args))
+    return parser
+
+
+def _main(run: Command, args: argparse.Namespace) -> int:
+    code = _run(run, args)
+    # temporalio's Rust threads can abort the interpreter as it finalizes (sdk-python#300,
+    # seen here after a failed connect): a command that has said everything ends at once.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run(run: Command, args: argparse.Namespace) -> int:
+    where = f"loopstate temporal {args.temporal_command}"
+    try:
+        return asyncio.run(_connected(run, args))
+    except ImportError as exc:
+        print(f"{where}: needs the temporal extra (pip install 'loopstate[temporal]'): {exc}",
+              file=sys.stderr)  # fmt: skip
+    except (LoopstateError, RuntimeError) as exc:  # RuntimeError: temporalio cannot connect
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(shown(f"{where}: {first}"), file=sys.stderr)
+    return 2
+
+
+async def _connected(run: Command, args: argparse.Namespace) -> int:
+    from loopstate.temporal import RunSettings, TemporalRuns
+
+    settings = RunSettings(by_reference=args.blobs is not None)
+    if getattr(args, "local_model", False):
+        settings = settings.evolve(local_model=True)
+    runs = await TemporalRuns.connect(
+        args.address, namespace=args.namespace, blobs=args.blobs,
+        task_queue=args.task_queue, settings=settings,
+    )  # fmt: skip
+    return await run(args, runs)
+
+
+async def _worker(args: argparse.Namespace, runs: Any) -> int:
+    from loopstate.temporal import agent_worker
+
+    agents = {}
+    for spec in args.agent:
+        name, _, target = spec.partition("=")
+        if not name or not target:
+            raise DefinitionError(f"--agent takes NAME=MODULE:ATTR, not {spec!r}")
+        agents[name] = load_agent(target)
+    worker = agent_worker(runs.client, agents, task_queue=args.task_queue)
+    print(shown(f"serving {', '.join(agents)} on {args.task_queue}"), file=sys.stderr, flush=True)
+    await worker.run()
+    return 0
+
+
+async def _start(args: argparse.Namespace, runs: Any) -> int:
+    run_id = await runs.start(args.agent, args.prompt, run_id=args.run_id)
+    print(shown(run_id))
+    if not args.wait:
+        return 0
+    while True:  # until it ends or waits for a decision
+        state: RunState = await runs.state(run_id)
+        if state.status != "running":
+            print(shown(f"{run_id}: {state.status}"))
+            return 0 if state.status != "failed" else 1
+        await asyncio.sleep(0.2)
+
+
+async def _pending(args: argparse.Namespace, runs: Any) -> int:
+    calls = await runs.inbox(agent=args.agent)
+    if args.json:
+        print(json.dumps([c.model_dump(mode="json") for c in calls], indent=2))
+        return 0
+    if not calls:
+        print("no pending calls")
+    for c in calls:
+        print(shown(f"{c.run_id}  {c.call_id}  {c.tool} {shown_json(c.arguments)}"))
+    return 0
+
+
+class _OneRun:
+    """The run a Query returned, as the store `loopstate runs show` reads."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    async def load(self, run_id: str) -> RunState:
+        if run_id != self.state.run_id:
+            raise RunNotFound(run_id)
+        return self.state
+
+
+async def _show_run(args: argparse.Namespace, runs: Any) -> int:
+    return await _show(args, _OneRun(await runs.state(args.run)))  # type: ignore[arg-type]
+
+
+async def _decide(args: argparse.Namespace, runs: Any) -> int:
+    form: dict[str, Any] = {"kind": args.temporal_command}
+    if args.temporal_command == "deny":
+        form["reason"] = args.reason
+    if args.temporal_command == "edit":
+        form["arguments"] = _json_object(args.args)
+    await runs.decide(args.run, args.call, form, actor=args.actor, wait=not args.signal)
+    done = "sent" if args.signal else "accepted"
+    print(shown(f"{args.temporal_command} {done} for {args.call} of run {args.run}"))
+    return 0
+
+
+async def _abort(args: argparse.Namespace, runs: Any) -> int:
+    await runs.abort(args.run, args.reason, actor=args.actor, wait=not args.signal)
+    print(shown(f"abort {'sent' if args.signal else 'accepted'} for run {args.run}"))
+    return 0

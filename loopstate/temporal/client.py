@@ -1,0 +1,201 @@
+"""`TemporalRuns`: start, list, decide, abort and show agent runs on Temporal, as the CLI and
+`Agent` do against a store.
+
+    runs = await TemporalRuns.connect("localhost:7233")
+    run_id = await runs.start("docs", "Fix the typo in docs/index.md")
+    for call in await runs.inbox():              # no worker needed
+        await runs.decide(call.run_id, call.call_id, Approve())   # rejected at once if stale
+    result = await runs.result(run_id)
+
+Decisions by Update need a live worker (it validates them); `decide(..., wait=False)` sends a
+Signal instead, checked when the run applies it. The inbox reads search attributes and memos.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from loopstate.engine.approval import ApprovalRequest, Approve, Deny, Edit, as_decision
+from loopstate.engine.errors import DecisionError, LoopstateError, RunNotFound, RunNotResumable
+from loopstate.engine.events import Event
+from loopstate.engine.result import RunResult
+from loopstate.engine.state import RunState
+from loopstate.temporal.data import (
+    AGENT_ATTRIBUTE,
+    STATUS_ATTRIBUTE,
+    WORKFLOW,
+    AbortRequest,
+    DecideRequest,
+    PendingCall,
+    RunSettings,
+    StartRun,
+)
+from loopstate.temporal.worker import DEFAULT_TASK_QUEUE, data_converter
+
+
+class TemporalRuns:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        settings: RunSettings | None = None,
+    ) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        by_reference = client.data_converter.payload_codec is not None
+        self.settings = settings or RunSettings(by_reference=by_reference)
+
+    @classmethod
+    async def connect(
+        cls,
+        address: str = "localhost:7233",
+        *,
+        namespace: str = "default",
+        blobs: str | Path | None = None,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        settings: RunSettings | None = None,
+    ) -> TemporalRuns:
+        """Connect with loopstate's data converter (and `blobs` for payloads by reference)."""
+        client = await Client.connect(
+            address, namespace=namespace, data_converter=data_converter(blobs)
+        )
+        return cls(client, task_queue=task_queue, settings=settings)
+
+    async def start(self, agent: str, prompt: str, *, run_id: str | None = None) -> str:
+        """Start a run of the served agent `agent`; returns its run id (the workflow id)."""
+        start = StartRun(agent=agent, prompt=prompt, settings=self.settings)
+        run_id = run_id or f"{agent}-{_short_id()}"
+        await self.client.start_workflow(
+            WORKFLOW, start, id=run_id, task_queue=self.task_queue, result_type=RunResult
+        )
+        return run_id
+
+    async def result(self, run_id: str) -> RunResult:
+        """Wait for the run to end (following continue-as-new) and return its result."""
+        return await self._handle(run_id).result()
+
+    async def state(self, run_id: str) -> RunState:
+        """The run's state now (a Query: needs a live worker, or an ended run)."""
+        state: RunState = await self._query(run_id, "state", RunState)
+        return state
+
+    async def pending(self, run_id: str) -> list[ApprovalRequest]:
+        pending: list[ApprovalRequest] = await self._query(run_id, "pending", list[ApprovalRequest])
+        return pending
+
+    async def events(self, run_id: str) -> list[Event]:
+        events: list[Event] = await self._query(run_id, "events", list[Event])
+        return events
+
+    async def inbox(self, *, agent: str | None = None) -> list[PendingCall]:
+        """Every call waiting for a decision, across runs: read from search attributes and
+        memos, so it needs no worker."""
+        query = f"{STATUS_ATTRIBUTE} = 'awaiting_approval' AND ExecutionStatus = 'Running'"
+        if agent is not None:
+            query += f" AND {AGENT_ATTRIBUTE} = '{_quoted(agent)}'"
+        calls: list[PendingCall] = []
+        async for execution in self.client.list_workflows(query):
+            memo = await execution.memo()
+            agent_name = str(memo.get("loopstate_agent", ""))
+            for request in memo.get("loopstate_pending", []):
+                calls.append(PendingCall(run_id=execution.id, agent=agent_name, **request))
+        return calls
+
+    async def decide(
+        self, run_id: str, call_id: str, decision: Any, *, actor: str = "user", wait: bool = True
+    ) -> None:
+        """Decide a pending call. `wait=True` (an Update): refused at once with the reason
+        (`DecisionError`) if the call is unknown, decided, stale or the edit is invalid.
+        `wait=False` (a Signal): fire and forget; refused later, reported as an event."""
+        form = as_decision(decision).model_dump(mode="json")
+        request = DecideRequest(call_id=call_id, decision=form, actor=actor)
+        handle = self._handle(run_id)
+        if not wait:
+            await handle.signal("decide", request)
+            return
+        try:
+            await handle.execute_update("decide", request, result_type=ApprovalRequest)
+        except WorkflowUpdateFailedError as exc:
+            raise DecisionError(_reason(exc)) from None
+        except RPCError as exc:
+            raise _not_found(run_id, exc) from None
+
+    async def approve(self, run_id: str, call_id: str, *, actor: str = "user") -> None:
+        await self.decide(run_id, call_id, Approve(), actor=actor)
+
+    async def deny(self, run_id: str, call_id: str, reason: str, *, actor: str = "user") -> None:
+        await self.decide(run_id, call_id, Deny(reason), actor=actor)
+
+    async def edit(
+        self, run_id: str, call_id: str, arguments: dict[str, Any], *, actor: str = "user"
+    ) -> None:
+        await self.decide(run_id, call_id, Edit(arguments), actor=actor)
+
+    async def abort(
+        self, run_id: str, reason: str, *, actor: str = "user", wait: bool = True
+    ) -> None:
+        """End the run in `aborted` at its next step boundary (at once if it is waiting)."""
+        request = AbortRequest(reason=reason, actor=actor)
+        handle = self._handle(run_id)
+        if not wait:
+            await handle.signal("abort", request)
+            return
+        try:
+            await handle.execute_update("abort", request)
+        except WorkflowUpdateFailedError as exc:
+            raise DecisionError(_reason(exc)) from None
+        except RPCError as exc:
+            raise _not_found(run_id, exc) from None
+
+    def _handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:
+        return self.client.get_workflow_handle(run_id, result_type=RunResult)
+
+    async def _query(self, run_id: str, name: str, result_type: Any) -> Any:
+        try:
+            return await self._handle(run_id).query(name, result_type=result_type)
+        except RPCError as exc:
+            raise _not_found(run_id, exc) from None
+
+
+async def load_state(url: str, run_id: str) -> RunState:
+    """A run's state from a `temporal://HOST:PORT[/NAMESPACE]` address (for the CLI)."""
+    address, _, namespace = url.removeprefix("temporal://").partition("/")
+    runs = await TemporalRuns.connect(address, namespace=namespace or "default")
+    return await runs.state(run_id)
+
+
+def _reason(exc: WorkflowUpdateFailedError) -> str:
+    cause = exc.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+
+
+def _not_found(run_id: str, exc: RPCError) -> LoopstateError:
+    text = str(exc)
+    if "not found" in text.lower():
+        return RunNotFound(f"no run {run_id!r} on Temporal: {text}")
+    if "already completed" in text.lower():
+        return RunNotResumable(f"run {run_id} has ended: {text}")
+    return LoopstateError(f"run {run_id}: {text}")
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _short_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:12]
+
+
+__all__ = ["TemporalRuns", "load_state"]

@@ -1,0 +1,111 @@
+"""What crosses Temporal's boundary: workflow input, updates, signals and activity payloads.
+
+Plain frozen pydantic data (the pydantic data converter carries it), new fields only with
+defaults: a run started by one version of loopstate is continued by the next.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from loopstate.engine.data import Frozen
+from loopstate.engine.model import ModelRequest
+from loopstate.engine.state import CallRecord, RunState
+
+WORKFLOW = "loopstate.agent"
+"""The workflow type every agent run has (the agent is named in its input)."""
+MODEL_ACTIVITY = "loopstate.model"
+TOOL_ACTIVITY = "loopstate.tool"
+
+STATUS_ATTRIBUTE = "LoopstateStatus"
+"""Keyword search attribute: the run's status (`running`, `awaiting_approval`, `done`, ...)."""
+PENDING_ATTRIBUTE = "LoopstatePending"
+"""KeywordList search attribute: the ids of the calls waiting for a decision."""
+AGENT_ATTRIBUTE = "LoopstateAgent"
+"""Keyword search attribute: the served agent's name."""
+SEARCH_ATTRIBUTES = {STATUS_ATTRIBUTE: "Keyword", PENDING_ATTRIBUTE: "KeywordList",
+                     AGENT_ATTRIBUTE: "Keyword"}  # fmt: skip
+
+
+class RunSettings(Frozen):
+    """How one run uses Temporal. Part of the run's input (and carried across
+    continue-as-new), so every worker that replays it makes the same commands."""
+
+    kind: Literal["settings"] = "settings"
+    local_model: bool = False
+    """The model call as a local activity (fewer history events, no task-queue hop; retried by
+    the worker that runs the workflow task)."""
+    model_timeout_s: float = 600.0
+    model_attempts: int = 3
+    """Temporal's attempts for a model call whose worker died or timed out; errors the model
+    port reports (`ModelError`) are not retried by Temporal (the engine's `RetryingModel` does)."""
+    tool_timeout_s: float = 600.0
+    """Start-to-close limit of a tool activity whose tool declares no timeout."""
+    heartbeat_s: float = 30.0
+    """A tool activity heartbeats every third of this; a worker that stops is noticed after it."""
+    idempotent_attempts: int = 3
+    """Temporal's attempts for an idempotent tool; a non-idempotent tool gets exactly one."""
+    continue_after_steps: int = 200
+    """Continue as new after this many model steps in one workflow run (or when Temporal
+    suggests it), carrying the run state."""
+    by_reference: bool = False
+    """Payloads past `payload_limit` go to a blob store (`BlobCodec`): set by a client that has
+    one. Without it a transcript past the limit fails the run with a clear error instead of
+    wedging the workflow in task retries."""
+    payload_limit: int = 2_000_000
+    search_attributes: bool = True
+    """Publish status and pending calls as search attributes (registered on the namespace)."""
+
+
+class StartRun(Frozen):
+    """The workflow's input: a new run (`prompt`) or one carried across continue-as-new."""
+
+    kind: Literal["start"] = "start"
+    agent: str
+    prompt: str = ""
+    state: RunState | None = None
+    settings: RunSettings = RunSettings()
+
+
+class DecideRequest(Frozen):
+    """A decision for one pending call (Update: validated at once; Signal: applied later)."""
+
+    kind: Literal["decide"] = "decide"
+    call_id: str
+    decision: dict[str, Any]
+    """A decision's dict form (`{"kind": "approve"}`; see `loopstate.engine.approval`)."""
+    actor: str = "user"
+
+
+class AbortRequest(Frozen):
+    kind: Literal["abort"] = "abort"
+    reason: str = "aborted"
+    actor: str = "user"
+
+
+class ModelCall(Frozen):
+    kind: Literal["model_call"] = "model_call"
+    agent: str
+    request: ModelRequest
+
+
+class ToolCallRun(Frozen):
+    kind: Literal["tool_call"] = "tool_call"
+    agent: str
+    run_id: str
+    record: CallRecord
+
+
+class PendingCall(Frozen):
+    """A call waiting for a decision, as the inbox across runs lists it."""
+
+    kind: Literal["pending_call"] = "pending_call"
+    run_id: str
+    agent: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    digest: str = ""

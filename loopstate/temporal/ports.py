@@ -1,0 +1,195 @@
+"""The engine's ports as a workflow provides them: no I/O, no wall clock, no randomness.
+
+store  → `WorkflowStore`: the run state kept in the workflow's memory (history is the log)
+clock  → `workflow.now()`
+model  → `ActivityModel`: one activity (or local activity) per model step
+tools  → `ActivityTools`: one activity per approved call, timeout and retries from the tool
+log    → `ReplaySafeLog`: silent while the workflow replays
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from loopstate.engine.errors import ModelError, RunBusy, RunNotFound
+from loopstate.engine.executor import Executor
+from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.store import RunSummary, summarize
+from loopstate.engine.tool import Tool, ToolContext
+from loopstate.temporal.data import (
+    MODEL_ACTIVITY,
+    TOOL_ACTIVITY,
+    ModelCall,
+    RunSettings,
+    ToolCallRun,
+)
+
+
+def workflow_clock() -> float:
+    """The workflow's deterministic time (that of the current workflow task)."""
+    return workflow.now().timestamp()
+
+
+class WorkflowStore:
+    """The store port over the workflow's own memory: Temporal's history makes it durable,
+    so saving is keeping the latest state; there are no leases (one workflow, one writer)."""
+
+    def __init__(self) -> None:
+        self.state: RunState | None = None
+
+    async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        self.state = state
+
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        self.state = state
+
+    async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
+        return None
+
+    async def load(self, run_id: str) -> RunState:
+        if self.state is None or self.state.run_id != run_id:
+            raise RunNotFound(f"no run {run_id!r} in this workflow")
+        return self.state
+
+    async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
+        return await self.load(run_id)
+
+    async def release(self, run_id: str, *, owner: str) -> None:
+        return None
+
+    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
+        state = self.state
+        return [] if state is None or status not in (None, state.status) else [summarize(state)]
+
+    async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
+        raise RunBusy("a workflow's run is driven by its workflow: nothing to claim")
+
+
+class ActivityModel:
+    """The model port as an activity on the worker that serves the agent."""
+
+    def __init__(self, agent: str, name: str, settings: RunSettings) -> None:
+        self.agent = agent
+        self._name = name
+        self.settings = settings
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        s = self.settings
+        call = ModelCall(agent=self.agent, request=request)
+        if not s.by_reference:
+            size = len(call.model_dump_json())
+            if size > s.payload_limit:
+                raise ModelError(
+                    f"the transcript ({size} bytes) is past the payload limit ({s.payload_limit}); "
+                    "start runs with a blob store (TemporalRuns(..., blobs=DIR)) to pass it by "
+                    "reference"
+                )
+        timeout = timedelta(seconds=s.model_timeout_s)
+        retry = RetryPolicy(maximum_attempts=s.model_attempts)
+        response: ModelResponse
+        try:
+            execute = (
+                workflow.execute_local_activity if s.local_model else workflow.execute_activity
+            )
+            response = await execute(
+                MODEL_ACTIVITY,
+                call,
+                result_type=ModelResponse,
+                start_to_close_timeout=timeout,
+                retry_policy=retry,
+            )
+        except ActivityError as exc:
+            raise model_error(exc) from None
+        return response
+
+
+def model_error(exc: ActivityError) -> ModelError:
+    """The `ModelError` a failed model activity reported (status, type, retry-after kept)."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        facts = cause.details[0] if isinstance(cause.details[0], dict) else {}
+        return ModelError(
+            cause.message,
+            status=facts.get("status"),
+            error_type=facts.get("error_type"),
+            provider_message=facts.get("provider_message"),
+            retry_after=facts.get("retry_after"),
+        )
+    return ModelError(f"model activity failed: {cause or exc}")
+
+
+class ActivityTools:
+    """Runs each approved call as one activity with the tool's timeout; an idempotent tool is
+    retried by Temporal, a non-idempotent one never is: an attempt that may have had its
+    effect (its worker died, it timed out) reaches the model as "outcome unknown", as
+    `Executor.recover` reports it after a crash in a local run."""
+
+    def __init__(self, agent: str, tools: Mapping[str, Tool], settings: RunSettings) -> None:
+        self.agent = agent
+        self.tools = tools
+        self.settings = settings
+        self._executor = Executor(tools)
+
+    async def __call__(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
+        tool, s = self.tools[record.tool], self.settings
+        limit = tool.timeout if tool.timeout is not None else s.tool_timeout_s
+        attempts = s.idempotent_attempts if tool.idempotent else 1
+        try:
+            finished: CallRecord = await workflow.execute_activity(
+                TOOL_ACTIVITY,
+                ToolCallRun(agent=self.agent, run_id=ctx.run_id, record=record),
+                result_type=CallRecord,
+                start_to_close_timeout=timedelta(seconds=limit * (tool.retries + 1) + 30),
+                heartbeat_timeout=timedelta(seconds=s.heartbeat_s),
+                retry_policy=RetryPolicy(maximum_attempts=attempts),
+            )
+            return finished
+        except ActivityError as exc:
+            if tool.idempotent:  # retried and still lost: say so, it may be run again
+                text = f"Error: {tool.name} could not be run: {exc.cause or exc}"
+                return record.evolve(status="failed", result=text)
+            return self._executor.recover(record, ask_again=False)
+
+
+class ReplaySafeLog:
+    """A bound structlog logger that stays silent while the workflow replays its history
+    (every line is written once, when it first happens)."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def bind(self, **values: Any) -> ReplaySafeLog:
+        return ReplaySafeLog(self._log.bind(**values))
+
+    def is_enabled_for(self, level: int) -> bool:
+        check = getattr(self._log, "is_enabled_for", None)
+        return True if check is None else bool(check(level))
+
+    def _at(self, level: int, event: str, **fields: Any) -> None:
+        if workflow.unsafe.is_replaying():
+            return
+        self._log.log(level, event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._at(logging.DEBUG, event, **fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._at(logging.INFO, event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._at(logging.WARNING, event, **fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._at(logging.ERROR, event, **fields)

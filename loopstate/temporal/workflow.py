@@ -1,0 +1,240 @@
+"""`AgentWorkflow`: an agent run as a Temporal workflow, driven by the engine itself.
+
+The `AgentLoop` machine and its `LoopSteps` run inside the workflow on a `RunCore`, exactly as
+in a local run; only the ports differ (`loopstate.temporal.ports`). Decisions arrive by Update
+(validated at once, by the checks a local run makes) or by Signal (checked when applied), and
+are applied at a step boundary through the one decision path (`Decisions.apply_queued`).
+
+    run:  drive the loop ──▶ ended            → return the RunResult
+                        ├──▶ waiting           → publish pending, wait for a decision or abort
+                        └──▶ paused (long run) → wait for handlers, continue as new with the state
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from temporalio import workflow
+
+from loopstate.engine.approval import ApprovalRequest, as_decision
+from loopstate.engine.core import Cause, Ending, RunCore, RunPorts
+from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
+from loopstate.engine.events import DecisionRefused, Event, RunResumed, RunStarted
+from loopstate.engine.logs import get_logger
+from loopstate.engine.messages import Message, SystemMessage, UserMessage
+from loopstate.engine.options import RunOptions
+from loopstate.engine.result import RunResult
+from loopstate.engine.state import CallRecord, QueuedDecision, RunState
+from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.steps import LoopSteps
+from loopstate.temporal.catalog import served
+from loopstate.temporal.data import WORKFLOW, AbortRequest, DecideRequest, StartRun
+from loopstate.temporal.ports import (
+    ActivityModel,
+    ActivityTools,
+    ReplaySafeLog,
+    WorkflowStore,
+    workflow_clock,
+)
+from loopstate.temporal.publish import Publisher
+
+
+class Boundaries:
+    """The loop's `Stepper`, with what happens between two steps in a workflow: an abort, the
+    decisions that arrived, and a pause for continue-as-new."""
+
+    def __init__(self, flow: AgentWorkflow) -> None:
+        self.flow = flow
+        self.loop = flow.loop
+
+    def ended(self) -> bool:
+        return self.loop.ended()
+
+    def end(self, how: Ending, cause: Cause) -> None:
+        self.loop.end(how, cause)
+
+    def reset(self) -> None:
+        self.loop.reset()
+
+    async def step(self) -> bool:
+        flow, loop = self.flow, self.loop
+        if flow.abort_request is not None:
+            request = flow.abort_request
+            await loop.core.end(loop, "abort", Cause(request.reason, request.actor))
+            return True
+        if flow.arrived:
+            queued, flow.arrived = flow.arrived, []
+            loop.state = loop.state.evolve(inbox=(*loop.state.inbox, *queued))
+            await loop.decisions.apply_queued()
+            if loop.ended():
+                return True
+        if flow.pause_due():
+            flow.paused = True
+            return False
+        return await loop.step()
+
+
+@workflow.defn(name=WORKFLOW, failure_exception_types=[DefinitionError])
+class AgentWorkflow:
+    """An agent run: `StartRun` names the served agent; fails at once (not in task retries)
+    when the worker serves no agent of that name."""
+
+    @workflow.init
+    def __init__(self, start: StartRun) -> None:
+        agent = served(start.agent)
+        self.start = start
+        settings = start.settings
+        state = start.state or _opening(agent.instructions, start.prompt)
+        store = WorkflowStore()
+        store.state = state
+        log = ReplaySafeLog(get_logger())
+        options = RunOptions(
+            store=store,
+            auto_approve=agent.options.auto_approve,
+            workspace=agent.options.workspace,
+            clock=workflow_clock,
+            log=log,
+        )
+        config = dataclasses.replace(
+            agent._loop,  # the agent's own loop configuration, with the workflow's ports
+            model=ActivityModel(start.agent, agent.model.name, settings),
+            options=options,
+            deps=None,
+            tool_runner=ActivityTools(start.agent, agent._loop.tools, settings),
+        )
+        ports = RunPorts(store=store, clock=workflow_clock, owner="workflow", lease_s=0, log=log)
+        self.core = RunCore(state, ports)
+        self.loop = LoopSteps(self.core, config)
+        self.arrived: list[QueuedDecision] = []
+        self.abort_request: AbortRequest | None = None
+        self.paused = False
+        self._first_step = state.steps
+        self.publisher = Publisher(start.agent, settings.search_attributes)
+
+    @workflow.run
+    async def run(self, start: StartRun) -> RunResult:
+        core, stepper = self.core, Boundaries(self)
+        if start.state is None:
+            await core.emit(
+                RunStarted(**core.at(), machine="agent", model=self.loop.config.model.name)
+            )
+        else:
+            await core.emit(RunResumed(**core.at(), state=core.state.state, recovered=()))
+        while True:
+            self.publisher.publish(core.state)
+            await core.drive(stepper)
+            self.publisher.publish(core.state)
+            if stepper.ended():
+                return RunResult.of(core.state, tuple(core.events))
+            if self.paused:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(start.evolve(prompt="", state=core.state))
+            await workflow.wait_condition(
+                lambda: bool(self.arrived) or self.abort_request is not None
+            )
+
+    def pause_due(self) -> bool:
+        """Continue as new at a step boundary: back in `thinking` (no call in flight), after
+        `continue_after_steps` model steps here or when Temporal suggests it."""
+        if self.loop.state.state != AgentLoop.thinking.id:
+            return False
+        steps = self.loop.state.steps - self._first_step
+        limit = self.start.settings.continue_after_steps
+        return steps >= limit or workflow.info().is_continue_as_new_suggested()
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    @workflow.update(name="decide")
+    def decide(self, request: DecideRequest) -> ApprovalRequest:
+        """Queue a validated decision; it is applied at once if the run is waiting."""
+        record = self._check(request)
+        self.arrived.append(self._queued(request))
+        return record.request()
+
+    @decide.validator
+    def _validate_decide(self, request: DecideRequest) -> None:
+        self._check(request)
+
+    @workflow.signal(name="decide")
+    def decide_later(self, request: DecideRequest) -> None:
+        """Fire and forget: checked when applied; a refused one is reported (`decision_refused`)."""
+        try:
+            self.arrived.append(self._queued(request))
+        except DecisionError as exc:  # not even a decision: nothing to queue
+            core = self.core
+            core.events.append(
+                DecisionRefused(
+                    **core.at(), call_id=request.call_id, actor=request.actor, reason=str(exc)
+                )
+            )
+
+    @workflow.update(name="abort")
+    def abort(self, request: AbortRequest) -> None:
+        self.abort_request = self.abort_request or request
+
+    @abort.validator
+    def _validate_abort(self, request: AbortRequest) -> None:
+        if self.loop.ended() or self.abort_request is not None:
+            raise RunNotResumable(
+                f"run {self.core.state.run_id} has ended ({self.core.state.state})"
+            )
+
+    @workflow.signal(name="abort")
+    def abort_later(self, request: AbortRequest) -> None:
+        self.abort_request = self.abort_request or request
+
+    def _check(self, request: DecideRequest) -> CallRecord:
+        """What a local run enforces: a pending call, not yet decided, for these arguments,
+        with an edit that fits the tool; `DecisionError` says which check failed."""
+        state, decision = self.core.state, as_decision(request.decision)
+        if self.loop.ended():
+            raise RunNotResumable(f"run {state.run_id} has ended ({state.state})")
+        call = next((c for c in state.batch if c.call_id == request.call_id), None)
+        if call is None:
+            pending = ", ".join(self.core.pending_ids()) or "none"
+            raise DecisionError(
+                f"run {state.run_id} has no call {request.call_id} to decide (pending: {pending})"
+            )
+        queued = {q.call_id for q in (*state.inbox, *self.arrived)}
+        if call.call_id in queued:
+            raise DecisionError(
+                f"call {call.call_id} ({call.tool}) is already decided; a decision is used once"
+            )
+        decided: CallRecord = self.loop.executor.decide(
+            call, decision, actor=request.actor, at=workflow_clock()
+        )
+        return decided
+
+    def _queued(self, request: DecideRequest) -> QueuedDecision:
+        decision = as_decision(request.decision)
+        return QueuedDecision(
+            call_id=request.call_id, decision=decision, actor=request.actor, at=workflow_clock()
+        )
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @workflow.query(name="state")
+    def state(self) -> RunState:
+        return self.core.state
+
+    @workflow.query(name="pending")
+    def pending(self) -> list[ApprovalRequest]:
+        return self.core.state.pending
+
+    @workflow.query(name="events")
+    def events(self) -> list[Event]:
+        """This workflow run's events (since the run started, or continued as new)."""
+        return list(self.core.events)
+
+
+def _opening(instructions: str | None, prompt: str) -> RunState:
+    now = workflow_clock()
+    system: tuple[Message, ...] = (SystemMessage(content=instructions),) if instructions else ()
+    return RunState(
+        run_id=workflow.info().workflow_id,
+        machine="agent",
+        machine_version=AgentLoop.machine_version,
+        messages=(*system, UserMessage(content=prompt)),
+        created_at=now,
+        updated_at=now,
+    )

@@ -1,0 +1,77 @@
+"""The agents the Temporal tests, their worker processes and the recorded histories serve.
+
+Models are scripted by step (a worker started after another died continues the script where
+the run is) and their final answers quote the tool results, so a test sees what the model saw.
+Tools write to files under WORKDIR, so a test counts effects across processes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from loopstate import Agent, MemoryStore, ModelRequest, ScriptedModel, tool
+from loopstate.engine.models.scripted import ScriptItem, call, calls
+
+
+def _answer(request: ModelRequest) -> ScriptItem:
+    """A final answer quoting every tool result of the last batch."""
+    results = []
+    for message in reversed(request.messages):
+        if message.role != "tool":
+            break
+        results.append(str(message.content))
+    return "final: " + " | ".join(reversed(results))
+
+
+def _looping(steps: int):  # type: ignore[no-untyped-def]
+    def turn(request: ModelRequest) -> ScriptItem:
+        if request.step > steps:
+            return _answer(request)
+        return call("lookup", {"key": f"k{request.step}"}, id=f"look_{request.step}")
+
+    return turn
+
+
+def agents(workdir: Path) -> dict[str, Agent]:
+    """The served agents, their tools writing under `workdir`."""
+
+    @tool(needs_approval=True)
+    def write_note(path: str, text: str) -> str:
+        """Append a line to a note (not idempotent: each run appends)."""
+        with (workdir / path).open("a") as f:
+            f.write(text + "\n")
+        return f"appended {text!r} to {path}"
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up (read-only)."""
+        return f"value of {key}"
+
+    @tool(timeout=60)
+    def append_then_wait(path: str, text: str) -> str:
+        """Append a line, then wait until WORKDIR/release exists (a test kills the worker)."""
+        with (workdir / path).open("a") as f:
+            f.write(text + "\n")
+        while not (workdir / "release").exists():
+            time.sleep(0.05)
+        return "appended and released"
+
+    def model(*script: object) -> ScriptedModel:
+        return ScriptedModel(list(script), by_step=True)  # type: ignore[arg-type]
+
+    tools = [write_note, lookup, append_then_wait]
+    store = MemoryStore()
+    one_note = call("write_note", {"path": "notes.txt", "text": "hello"}, id="note_1")
+    batch = calls(
+        call("write_note", {"path": "a.txt", "text": "A"}, id="note_a"),
+        call("write_note", {"path": "b.txt", "text": "B"}, id="note_b"),
+        call("lookup", {"key": "x"}, id="look_x"),
+    )
+    slow = call("append_then_wait", {"path": "effects.txt", "text": "once"}, id="slow_1")
+    return {
+        "writer": Agent(model(one_note, _answer), tools, store=store, instructions="Be brief."),
+        "batch": Agent(model(batch, _answer), tools, store=store),
+        "looper": Agent(model(*[_looping(5)] * 6), tools, store=store, max_steps=10),
+        "slow": Agent(model(slow, _answer), tools, store=store),
+    }
