@@ -85,6 +85,8 @@ TRANSITIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("executing_tool", "tools_done", {"stop": "max_steps"}, "done"),
     ("executing_tool", "tools_done", {"stop": None}, "thinking"),
     ("executing_tool", "reapprove", {}, "awaiting_approval"),
+    ("thinking", "model_error", {}, "model_failed"),
+    ("model_failed", "retry", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "executing_tool")],
 ]
