@@ -25,6 +25,7 @@ from loopstate.engine.options import (
     workspace_path,
 )
 from loopstate.engine.result import RunResult
+from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tool import Tool
@@ -116,6 +117,30 @@ class Agent:
 
     async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Start a run and drive it until it ends or suspends."""
+        return await self._run(prompt, run_id, None)
+
+    def stream(
+        self, prompt: str | Sequence[Message], *, run_id: str | None = None
+    ) -> RunStream[RunResult]:
+        """`run`, streamed: `async for event in agent.stream(prompt)` yields the run's events
+        with the model's text and tool-call deltas among them; `.result` is the `RunResult`
+        once the iteration ends. Model calls stream when the model can (`StreamingModel`)."""
+        return RunStream(lambda feed: self._run(prompt, run_id, feed))
+
+    def stream_resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None = None,
+        *,
+        message: str | None = None,
+        actor: str = "resume",
+    ) -> RunStream[RunResult]:
+        """`resume`, streamed (decisions, a message, or both), as `stream` is `run`."""
+        return RunStream(lambda feed: self._resume(run_id, decisions, message, actor, None, feed))
+
+    async def _run(
+        self, prompt: str | Sequence[Message], run_id: str | None, feed: Hooks | None
+    ) -> RunResult:
         options = self.options
         owner, now = lease_owner(), self.clock()
         state = RunState(
@@ -127,7 +152,7 @@ class Agent:
             updated_at=now,
         )
         await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
-        core = self._core(state, owner)
+        core = self._core(state, owner, feed)
         loop = LoopSteps(core, self._loop)
         async with core.holding():
             await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
@@ -158,11 +183,22 @@ class Agent:
         applied first. A `message` may accompany decisions: it joins the history after the
         batch's results. Raises `RunBusy` if another process is driving the run. `owner` is
         the lease owner to resume under (a worker that claimed the run passes its own)."""
+        return await self._resume(run_id, decisions, message, actor, owner, None)
+
+    async def _resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None,
+        message: str | None,
+        actor: str,
+        owner: str | None,
+        feed: Hooks | None,
+    ) -> RunResult:
         owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
-        core = self._core(state, owner)
+        core = self._core(state, owner, feed)
         async with core.holding():
             _check_resumable(state, decisions, message)
             loop = LoopSteps(core, self._turn(state))
@@ -191,10 +227,11 @@ class Agent:
         the turn's first model call."""
         return replace(self._loop, max_steps=turn_start(state) + self._loop.max_steps)
 
-    def _core(self, state: RunState, owner: str) -> RunCore:
+    def _core(self, state: RunState, owner: str, feed: Hooks | None = None) -> RunCore:
         o = self.options
+        hooks = o.hooks if feed is None else hook_chain([*(o.hooks.hooks if o.hooks else ()), feed])
         ports = RunPorts(
-            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
+            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=hooks, log=o.log
         )
         return RunCore(state, ports)
 

@@ -28,6 +28,7 @@ from loopstate.engine.model import Model, ModelRequest, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
 from loopstate.engine.sanitize import storable, storable_text
 from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.streaming import DeltaRelay, StreamingModel
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.conversation import queued_message
 from loopstate.machines.agent.decisions import Decisions
@@ -169,8 +170,13 @@ class LoopSteps:
         )
         if hooks is not None:
             await hooks.before_model(request)
+        if hooks is not None and hooks.streams and isinstance(model, StreamingModel):
+            relay = DeltaRelay(self.state.run_id, request.step, self.core.ports.clock, hooks)
+            response = await model.stream(request, relay)
+        else:
+            response = await model.complete(request)
         # What enters the run must be storable whatever the port sent (lone surrogates).
-        response = storable(await model.complete(request))
+        response = storable(response)
         # Run-unique call ids before anything (hooks, records, events, store) sees the reply.
         state = self.state
         response = with_run_ids(response, (c.call_id for c in state.calls), len(state.calls) + 1)
