@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
 import time
 from typing import Any
 
@@ -15,6 +17,7 @@ from model_server import ModelServer, cut_stream, paced, serve, text_reply, tool
 
 from loopstate import Agent, LiteLLMModel, MemoryStore, UserMessage, tool
 from loopstate.engine.model import ModelRequest
+from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
 
 FORMATS = ["openai", "anthropic"]
@@ -136,3 +139,48 @@ async def test_cancelling_a_streamed_run_closes_the_upstream_connection(fmt: str
     (summary,) = await store.list_runs()
     stored = await store.load(summary.run_id)
     assert (stored.status, stored.stop_reason, stored.output) == ("aborted", "cancelled", None)
+
+
+CHILD = """
+import asyncio, sys
+from loopstate import Agent, LiteLLMModel
+from loopstate.engine.stores.sqlite import SQLiteStore
+
+async def main() -> None:
+    model = LiteLLMModel("openai/gpt-4o-mini", api_base=sys.argv[1], api_key="sk-test")
+    agent = Agent(model, store=SQLiteStore(sys.argv[2]), ids=lambda: "r1", lease_s=0.5)
+    async for event in agent.stream("Tell me a story."):
+        if event.kind == "text_delta":
+            print(event.step, event.attempt, flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+async def test_a_process_killed_mid_stream_saves_nothing_partial_and_resumes_as_a_new_attempt(
+    tmp_path: Any,
+) -> None:
+    (tmp_path / "child.py").write_text(CHILD)
+    db = tmp_path / "runs.db"
+    story = paced(text_reply(" ".join(["once"] * 500)), 0.01)
+    with serve(story, text_reply("A short story.")) as server:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "child.py", server.openai_base, str(db), cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert child.stdout is not None
+        step, dead_attempt = (await asyncio.wait_for(child.stdout.readline(), 30)).split()
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+        await asyncio.sleep(0.6)  # the dead process's lease expires
+        store = SQLiteStore(db)
+        stored = await store.load("r1")
+        assert (stored.state, [m.role for m in stored.messages]) == ("thinking", ["user"])
+        agent = Agent(model_for("openai", server), store=store)
+        stream = agent.stream_resume("r1")
+        deltas = [e async for e in stream if isinstance(e, TextDelta)]
+    assert {d.step for d in deltas} == {int(step)} == {1}
+    assert {d.attempt for d in deltas} != {dead_attempt.decode()}
+    assert "".join(d.text for d in deltas) == "A short story."
+    assert (stream.result.status, stream.result.output) == ("done", "A short story.")
