@@ -14,7 +14,6 @@ The connection is closed whatever happens (`aclose()`; a cancelled read closes i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from contextlib import suppress
 from typing import Any
 
@@ -60,20 +59,24 @@ async def stream_reply(
 
 async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float) -> list[Any]:
     chunks: list[Any] = []
-    iterator: AsyncIterator[Any] = stream.__aiter__()
-    while True:
-        try:
-            chunk = await asyncio.wait_for(anext(iterator), stall_s)
-        except StopAsyncIteration:
-            return chunks
-        except TimeoutError:
-            raise _stalled(model, stall_s, f"after {len(chunks)} chunks") from None
-        except (asyncio.CancelledError, ModelError):
-            raise
-        except Exception as exc:
+    loop = asyncio.get_running_loop()
+    # One deadline moved at each chunk (a timer handle), not a task per chunk.
+    deadline = asyncio.timeout(stall_s)
+    try:
+        async with deadline:
+            async for chunk in stream:
+                chunks.append(chunk)
+                await _report(chunk, listener)
+                deadline.reschedule(loop.time() + stall_s)
+    except TimeoutError as exc:
+        if not deadline.expired():
             raise model_error(exc, model) from exc
-        chunks.append(chunk)
-        await _report(chunk, listener)
+        raise _stalled(model, stall_s, f"after {len(chunks)} chunks") from None
+    except (asyncio.CancelledError, ModelError):
+        raise
+    except Exception as exc:
+        raise model_error(exc, model) from exc
+    return chunks
 
 
 async def _report(chunk: Any, listener: DeltaListener) -> None:
