@@ -23,6 +23,7 @@ from loopstate.engine.errors import (
 )
 from loopstate.engine.events import Event
 from loopstate.engine.failure import RunFailure
+from loopstate.engine.history import TokenBudget
 from loopstate.engine.hooks import Hooks, compose, merge
 from loopstate.engine.messages import (
     AssistantMessage,
@@ -143,6 +144,7 @@ __all__ = [
     "Store",
     "StoreError",
     "SystemMessage",
+    "TokenBudget",
     "Tool",
     "ToolCall",
     "ToolContext",

@@ -1,9 +1,14 @@
 """A real model server on 127.0.0.1 for tests: scripted replies over real HTTP.
 
 It speaks OpenAI chat completions (`POST /v1/chat/completions` or `/chat/completions`) and
-Anthropic messages (`POST /v1/messages`), non-streaming. It records every request (path,
-lower-cased headers, parsed JSON body) in arrival order, answers with the next scripted reply,
-and fails the request (HTTP 500) when its script runs out, so a test sees an unexpected call.
+Anthropic messages (`POST /v1/messages`); a request with `"stream": true` is answered with
+server-sent events in the provider's format (see `sse.py`), which a reply may cut short
+(`cut`, `cut_how`: a clean end without a finish reason, a dropped connection, a stall) or pace
+(`chunk_delay`). The server counts clients that went away mid-stream (`disconnects`).
+
+It records every request (path, lower-cased headers, parsed JSON body) in arrival order,
+answers with the next scripted reply, and fails the request (HTTP 500) when its script runs
+out, so a test sees an unexpected call.
 
     with serve(tool_call_reply(("call_1", "read_file", {"path": "a"})), text_reply("Done.")) as s:
         model = LiteLLMModel("openai/test-model", api_base=s.openai_base, api_key="k")
@@ -16,13 +21,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Literal, Self
+
+import sse
 
 Call = tuple[str, str, dict[str, Any] | str]
 """One scripted tool call: `(id, name, arguments)`; a str is sent verbatim as the JSON text."""
@@ -45,6 +54,13 @@ class Reply:
     """A raw provider JSON body, sent as is (with `status`): a recorded real reply."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra response headers (e.g. `("retry-after", "7")`)."""
+    cut: int | None = None
+    """Streamed: send only this many events (no finish reason), then end as `cut_how` says."""
+    cut_how: Literal["clean", "drop", "stall"] = "clean"
+    """`clean`: a well-formed end (`[DONE]` for OpenAI); `drop`: close the connection mid-body;
+    `stall`: send nothing more until the client goes away."""
+    chunk_delay: float = 0.0
+    """Streamed: seconds before each event."""
 
 
 def text_reply(text: str, *, usage: tuple[int, int] = (11, 7)) -> Reply:
@@ -65,6 +81,16 @@ def raw_reply(
     """A provider's JSON body exactly as given: an OpenAI-format or Anthropic-format reply
     (or error), shaped after a real recorded response."""
     return Reply(body=body, status=status, headers=headers)
+
+
+def cut_stream(reply: Reply, after: int, how: Literal["clean", "drop", "stall"]) -> Reply:
+    """`reply`, streamed, ending after `after` events as `how` says."""
+    return dataclasses.replace(reply, cut=after, cut_how=how)
+
+
+def paced(reply: Reply, seconds: float) -> Reply:
+    """`reply`, streamed with `seconds` before each event."""
+    return dataclasses.replace(reply, chunk_delay=seconds)
 
 
 def dropped_connection() -> Reply:
@@ -90,6 +116,8 @@ class ModelServer:
     replies: list[Reply] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     port: int = 0
+    disconnects: int = 0
+    """Streams the client left before their end (a cancel, a stall, a closed connection)."""
     _arrived: threading.Condition = field(default_factory=threading.Condition, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
@@ -119,6 +147,17 @@ class ModelServer:
             self._arrived.notify_all()
             index = len(self.requests) - 1
             return self.replies[index] if index < len(self.replies) else None
+
+    def disconnected(self) -> None:
+        with self._arrived:
+            self.disconnects += 1
+            self._arrived.notify_all()
+
+    def wait_for_disconnects(self, count: int, timeout: float = 5.0) -> None:
+        """Block until `count` clients have gone away mid-stream."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: self.disconnects >= count, timeout):
+                raise TimeoutError(f"{self.disconnects} of {count} disconnects in {timeout} s")
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> None:
         """Block until `count` requests have arrived; from async code, in a thread:
@@ -210,11 +249,39 @@ def _error_body(anthropic: bool, status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "server_error", "code": status}}
 
 
+def _events(reply: Reply, anthropic: bool, model: str, include_usage: bool) -> list[bytes]:
+    calls = [(cid, name, _args(arguments)) for cid, name, arguments in reply.calls]
+    finish = reply.cut is None
+    if anthropic:
+        events = sse.anthropic_events(reply.text, calls, reply.usage, model, finish=finish)
+    else:
+        events = sse.openai_events(reply.text, calls, reply.usage, model, include_usage,
+                                   finish=finish)  # fmt: skip
+    if reply.cut is None:
+        return events
+    clean_end = [b"data: [DONE]\n\n"] if reply.cut_how == "clean" and not anthropic else []
+    return events[: reply.cut] + clean_end
+
+
+def _gone(connection: socket.socket, wait: float = 0.0) -> bool:
+    """Whether the client has closed its end (readable, and nothing left to read)."""
+    readable, _, _ = select.select([connection], [], [], wait)
+    if not readable:
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
 def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
+            self._streamed = bool(body.get("stream"))
+            options = body.get("stream_options") or {}
+            self._include_usage = bool(options.get("include_usage"))
             headers = {k.lower(): v for k, v in self.headers.items()}
             reply = server.record(Recorded(self.path, headers, body))
             path = self.path.split("?")[0].rstrip("/")
@@ -234,8 +301,37 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, reply.body, reply.headers)
             elif reply.status != 200:
                 self._send(reply.status, _error_body(anthropic, reply.status, "scripted error"))
+            elif self._streamed:
+                self._stream(reply, _events(reply, anthropic, model, self._include_usage))
             else:
                 self._send(200, (anthropic_body if anthropic else openai_body)(reply, model))
+
+        def _stream(self, reply: Reply, events: list[bytes]) -> None:
+            self.protocol_version = "HTTP/1.1"  # chunked: a dropped body is told from an end
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for event in events:
+                    time.sleep(reply.chunk_delay)
+                    if _gone(self.connection):
+                        raise ConnectionResetError
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                if reply.cut is not None and reply.cut_how == "drop":
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if reply.cut is not None and reply.cut_how == "stall":
+                    deadline = time.monotonic() + 30
+                    while not _gone(self.connection, wait=0.05):
+                        if time.monotonic() > deadline:
+                            return
+                    raise ConnectionResetError
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                server.disconnected()
 
         def _send(
             self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()

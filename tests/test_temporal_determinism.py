@@ -87,6 +87,7 @@ TRANSITIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("executing_tool", "reapprove", {}, "awaiting_approval"),
     ("thinking", "model_error", {}, "model_failed"),
     ("model_failed", "retry", {}, "thinking"),
+    ("done", "user_message", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "executing_tool")],
 ]

@@ -16,11 +16,13 @@ from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
+from loopstate.engine.models.litellm_stream import stream_reply
 from loopstate.engine.models.wire import provider_messages
+from loopstate.engine.streaming import DeltaListener
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
-_RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "stream"})
+_RESERVED = frozenset({"model", "messages", "tools", "tool_choice", "stream", "stream_options"})
 
 
 def _import_litellm() -> Any:
@@ -45,17 +47,20 @@ class LiteLLMModel:
     """Any litellm model: `LiteLLMModel("openai/gpt-4o-mini", temperature=0)`.
 
     `settings` go to `litellm.acompletion` unchanged (`api_base`, `api_key`, `temperature`,
-    `max_tokens`, `timeout`, `extra_headers`, ...). Each `complete` is exactly one
+    `max_tokens`, `timeout`, `extra_headers`, ...); `stall_s` is how long a streamed call may
+    go without a chunk. Each `complete` (or `stream`) is exactly one
     `acompletion` call and never runs a tool. Retries are off unless you pass `num_retries`
     or `max_retries` (a retry is another paid model call, so it is your decision; litellm's
     OpenAI client would otherwise retry twice with backoff).
     """
 
-    def __init__(self, name: str, **settings: Any) -> None:
+    def __init__(self, name: str, *, stall_s: float = 60.0, **settings: Any) -> None:
         reserved = sorted(_RESERVED & settings.keys())
         if reserved:
             raise TypeError(f"LiteLLMModel sets {', '.join(reserved)} itself; do not pass it")
         self._name = name
+        self.stall_s = stall_s
+        """How long a streamed call may go without a chunk before it fails (`ModelError`)."""
         self._origin: Origin | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
@@ -77,6 +82,14 @@ class LiteLLMModel:
         except Exception as exc:
             raise model_error(exc, self._name) from exc
         return read_reply(raw, self.origin)
+
+    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
+        """`complete`, streamed: deltas reported as they arrive, the same reply returned
+        (with usage and cost). A truncated, dropped or stalled stream is a `ModelError`."""
+        litellm = _import_litellm()
+        return await stream_reply(
+            litellm, self._arguments(request), self.origin, listener, self.stall_s
+        )
 
     @property
     def origin(self) -> Origin:

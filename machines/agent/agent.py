@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from loopstate.engine.approval import Approver, Decision, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
-from loopstate.engine.core import RunCore, RunPorts
+from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks
@@ -17,16 +18,15 @@ from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.operations import abort_run
-from loopstate.engine.options import (
-    RunOptions,
-    StopCondition,
-)
+from loopstate.engine.options import RunOptions, StopCondition, hook_chain
 from loopstate.engine.result import RunResult
+from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tool import Tool
-from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
-from loopstate.machines.agent.steps import LoopConfig, LoopSteps
+from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
+from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
 from loopstate.tools.registry import ToolRegistry
 
 
@@ -42,7 +42,9 @@ class Agent:
     the same store. `retry` retries a model call that failed in a way that may pass (a rate
     limit, an overloaded provider, a dropped connection), honouring the provider's
     `retry-after`; a run whose model call still fails stops in `model_failed` (status
-    `failed`), and `resume()` calls the model again from that step.
+    `failed`), and `resume()` calls the model again from that step. A run that answered
+    goes on with `resume(run_id, message=...)`; `view` is what the model is shown of the
+    history (e.g. `TokenBudget(100_000)`; default: all).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class Agent:
         max_steps: int = 25,
         stop_when: Sequence[StopCondition] = (),
         tool_choice: ToolChoice = "auto",
+        view: HistoryView | None = None,
         hooks: Hooks | Sequence[Hooks] | None = None,
         store: Store | None = None,
         workspace: str | Path | None = None,
@@ -87,6 +90,7 @@ class Agent:
             max_steps=max_steps,
             stop_when=tuple(stop_when),
             tool_choice=tool_choice,
+            view=view,
             deps=deps,
         )
 
@@ -101,6 +105,30 @@ class Agent:
 
     async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Start a run and drive it until it ends or suspends."""
+        return await self._run(prompt, run_id, None)
+
+    def stream(
+        self, prompt: str | Sequence[Message], *, run_id: str | None = None
+    ) -> RunStream[RunResult]:
+        """`run`, streamed: `async for event in agent.stream(prompt)` yields the run's events
+        with the model's text and tool-call deltas among them; `.result` is the `RunResult`
+        once the iteration ends. Model calls stream when the model can (`StreamingModel`)."""
+        return RunStream(lambda feed: self._run(prompt, run_id, feed))
+
+    def stream_resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None = None,
+        *,
+        message: str | None = None,
+        actor: str = "resume",
+    ) -> RunStream[RunResult]:
+        """`resume`, streamed (decisions, a message, or both), as `stream` is `run`."""
+        return RunStream(lambda feed: self._resume(run_id, decisions, message, actor, None, feed))
+
+    async def _run(
+        self, prompt: str | Sequence[Message], run_id: str | None, feed: Hooks | None
+    ) -> RunResult:
         options = self.options
         owner, now = lease_owner(), self.clock()
         state = RunState(
@@ -112,7 +140,7 @@ class Agent:
             updated_at=now,
         )
         await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
-        core = self._core(state, owner)
+        core = self._core(state, owner, feed)
         loop = LoopSteps(core, self._loop)
         async with core.holding():
             await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
@@ -129,36 +157,56 @@ class Agent:
         run_id: str,
         decisions: Mapping[str, Decision] | None = None,
         *,
+        message: str | None = None,
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
     ) -> RunResult:
-        """Continue a suspended or interrupted run exactly where it stopped.
+        """Continue a suspended or interrupted run exactly where it stopped, or a run that
+        answered with the user's next `message` (a conversation: same run id, the history
+        and the audit trail go on).
 
         `decisions` (by call id) are applied all or none: an unknown call, a decision for
         other arguments (`digest`) or a second decision for a call raises `DecisionError`
         and leaves the run unchanged. Decisions recorded in the store (e.g. by the CLI) are
-        applied first. Raises `RunBusy` if another process is driving the run. `owner` is
+        applied first. A `message` may accompany decisions: it joins the history after the
+        batch's results. Raises `RunBusy` if another process is driving the run. `owner` is
         the lease owner to resume under (a worker that claimed the run passes its own). Once
         `drain` is set the run stops after its current step, still `running` (a worker that
-        is shutting down sets it)."""
+        is shutting down sets it). A run stopped in `model_failed` calls the model again."""
+        return await self._resume(run_id, decisions, message, actor, owner, None, drain)
+
+    async def _resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None,
+        message: str | None,
+        actor: str,
+        owner: str | None,
+        feed: Hooks | None,
+        drain: asyncio.Event | None = None,
+    ) -> RunResult:
         owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
-        core = self._core(state, owner)
+        core = self._core(state, owner, feed)
         async with core.holding():
-            if state.state in LOOP_FINAL or state.flow is not None:
-                what = f"has ended ({state.state})" if state.flow is None else "is a flow's run"
-                raise RunNotResumable(f"run {run_id} {what}; nothing to resume")
-            if decisions and state.state != AgentLoop.awaiting_approval.id:
-                raise RunNotResumable(
-                    f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
-                )
-            loop = LoopSteps(core, self._loop)
-            recovered = await loop.decisions.prepare(decisions, actor)
-            if state.state == AgentLoop.model_failed.id:
-                await loop.retry(actor=actor)
+            _check_resumable(state, decisions, message)
+            loop = LoopSteps(core, self._turn(state))
+            recovered: tuple[str, ...] = ()
+            if message is not None and state.state == AgentLoop.done.id:
+                who = "user" if actor == "resume" else actor
+                loop.send(Cause("the user wrote", who), loop.machine.user_message)
+                core.state = user_turn(core.state, message)
+                loop.config = self._turn(core.state)
+                await core.save()
+            else:
+                if message is not None:
+                    core.state = with_message(core.state, message)
+                recovered = await loop.decisions.prepare(decisions, actor)
+                if state.state == AgentLoop.model_failed.id:
+                    await loop.retry(actor=actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
             await self._run_start(core.state)
             await core.drive(loop, drain=drain)
@@ -168,10 +216,16 @@ class Agent:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
 
-    def _core(self, state: RunState, owner: str) -> RunCore:
+    def _turn(self, state: RunState) -> LoopConfig:
+        """The loop's configuration for the run's current turn: its step budget counts from
+        the turn's first model call."""
+        return replace(self._loop, max_steps=turn_start(state) + self._loop.max_steps)
+
+    def _core(self, state: RunState, owner: str, feed: Hooks | None = None) -> RunCore:
         o = self.options
+        hooks = o.hooks if feed is None else hook_chain([*(o.hooks.hooks if o.hooks else ()), feed])
         ports = RunPorts(
-            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
+            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=hooks, log=o.log
         )
         return RunCore(state, ports)
 
@@ -186,6 +240,25 @@ class Agent:
         if isinstance(prompt, str):
             return (*system, UserMessage(content=prompt))
         return (*system, *prompt)
+
+
+def _check_resumable(
+    state: RunState, decisions: Mapping[str, Decision] | None, message: str | None
+) -> None:
+    run_id = state.run_id
+    if state.flow is not None:
+        raise RunNotResumable(f"run {run_id} is a flow's run; resume it with its Flow")
+    if state.state in (AgentLoop.failed.id, AgentLoop.aborted.id):
+        raise RunNotResumable(f"run {run_id} has ended ({state.state}); nothing to resume")
+    if decisions and state.state == AgentLoop.done.id:
+        raise RunNotResumable(
+            f"run {run_id} has ended (done): no call awaits a decision; a message continues it"
+        )
+    if decisions and state.state != AgentLoop.awaiting_approval.id:
+        raise RunNotResumable(
+            f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
+        )
+    check_message(state, message, decided=bool(decisions) or bool(state.inbox))
 
 
 def as_model(model: str | Model, retry: RetryPolicy | None = None) -> Model:

@@ -1,0 +1,166 @@
+"""Streaming costs, as ratios against floors measured in the same run.
+
+    python bench/streaming.py
+
+Against a local OpenAI-format SSE server (tests/model_server.py, in a thread), for one reply
+of CHUNKS text chunks:
+
+- CPU per chunk on the event loop's thread (`time.thread_time`: the server thread is not
+  counted) for: a raw httpx SSE reader (lines + json.loads, the floor); litellm alone
+  (`acompletion(stream=True)` iterated); `LiteLLMModel.stream` with the engine's delta relay
+  into a hook (litellm + the engine's share); a whole `agent.stream` run (+ events, queue).
+- Time to first delta: litellm alone vs `agent.stream` (run creation, store, hooks included).
+- Step overhead with a ScriptedModel: no listener (the plain `complete` path) vs a delta hook
+  (the scripted model streams word by word).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from model_server import ModelServer, text_reply
+
+from loopstate import Agent, Hooks, LiteLLMModel, MemoryStore, ScriptedModel, UserMessage
+from loopstate.engine.model import ModelRequest
+from loopstate.engine.models.litellm import _import_litellm
+from loopstate.engine.streaming import DeltaRelay, TextDelta
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+CHUNKS = 400
+REPEATS = 7
+MODEL = "openai/gpt-4o-mini"
+REQUEST = ModelRequest(messages=(UserMessage(content="go"),), step=1)
+
+
+class Sink(Hooks):
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.count = 0
+
+    async def on_text_delta(self, delta: TextDelta) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = time.perf_counter()
+
+
+def reply() -> Any:
+    # distinct words: litellm refuses 100 identical consecutive chunks
+    return text_reply(" ".join(f"w{i}" for i in range(CHUNKS)))
+
+
+async def raw_httpx(server: ModelServer) -> float:
+    body = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "go"}],
+            "stream_options": {"include_usage": True}}  # fmt: skip
+    async with httpx.AsyncClient() as client:
+        started = time.thread_time()
+        async with client.stream("POST", f"{server.openai_base}/chat/completions", json=body) as r:
+            chunks = 0
+            async for line in r.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    json.loads(line[6:])
+                    chunks += 1
+        return (time.thread_time() - started) / chunks * 1e6
+
+
+async def litellm_alone(server: ModelServer) -> tuple[float, float]:
+    litellm = _import_litellm()
+    started, wall = time.thread_time(), time.perf_counter()
+    first = None
+    stream = await litellm.acompletion(
+        model=MODEL, api_base=server.openai_base, api_key="k", stream=True, num_retries=0,
+        messages=[{"role": "user", "content": "go"}], stream_options={"include_usage": True},
+    )  # fmt: skip
+    chunks = []
+    async for chunk in stream:
+        if first is None and chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter()
+        chunks.append(chunk)
+    litellm.stream_chunk_builder(chunks, messages=[{"role": "user", "content": "go"}])
+    assert first is not None
+    return (time.thread_time() - started) / len(chunks) * 1e6, (first - wall) * 1e3
+
+
+async def engine_model(server: ModelServer) -> float:
+    model = LiteLLMModel(MODEL, api_base=server.openai_base, api_key="k")
+    sink = Sink()
+    started = time.thread_time()
+    await model.stream(REQUEST, DeltaRelay("r", 1, time.time, sink))
+    return (time.thread_time() - started) / sink.count * 1e6
+
+
+async def agent_stream(server: ModelServer) -> tuple[float, float]:
+    agent = Agent(
+        LiteLLMModel(MODEL, api_base=server.openai_base, api_key="k"), store=MemoryStore()
+    )
+    started, wall = time.thread_time(), time.perf_counter()
+    first, deltas = None, 0
+    async for event in agent.stream("go"):
+        if event.kind == "text_delta":
+            deltas += 1
+            first = first or time.perf_counter()
+    assert first is not None
+    return (time.thread_time() - started) / deltas * 1e6, (first - wall) * 1e3
+
+
+async def scripted_step(listen: bool, steps: int = 200) -> float:
+    words = " ".join(f"w{i}" for i in range(20))
+    agent = Agent(ScriptedModel([words] * steps), store=MemoryStore(),
+                  hooks=[Sink()] if listen else None)  # fmt: skip
+    started = time.perf_counter()
+    result = await agent.run("go")
+    for _ in range(steps - 1):
+        result = await agent.resume(result.run_id, message="more")
+    return (time.perf_counter() - started) / steps * 1e6
+
+
+async def median(measure: Any, server: ModelServer | None = None) -> Any:
+    runs = []
+    for _ in range(REPEATS):
+        if server is not None:
+            server.script(reply())
+            runs.append(await measure(server))
+        else:
+            runs.append(await measure())
+    if isinstance(runs[0], tuple):
+        return tuple(statistics.median(r[i] for r in runs) for i in range(len(runs[0])))
+    return statistics.median(runs)
+
+
+async def main() -> None:
+    with ModelServer() as server:
+        server.script(reply())
+        await litellm_alone(server)  # warm up: imports, connection pools
+        raw = await median(raw_httpx, server)
+        alone, alone_first = await median(litellm_alone, server)
+        engine = await median(engine_model, server)
+        whole, whole_first = await median(agent_stream, server)
+    print(f"CPU per chunk ({CHUNKS} chunks, median of {REPEATS}, event-loop thread):")
+    print(f"  raw httpx SSE reader      {raw:8.1f} µs   1.00x (floor)")
+    print(f"  litellm alone             {alone:8.1f} µs   {alone / raw:5.1f}x")
+    print(f"  LiteLLMModel.stream       {engine:8.1f} µs   {engine / raw:5.1f}x  "
+          f"(engine share {engine - alone:+.1f} µs)")  # fmt: skip
+    print(f"  agent.stream (whole run)  {whole:8.1f} µs   {whole / raw:5.1f}x  "
+          f"(engine + run share {whole - alone:+.1f} µs)")  # fmt: skip
+    print("time to first delta (median):")
+    print(f"  litellm alone             {alone_first:8.2f} ms   1.00x")
+    print(f"  agent.stream              {whole_first:8.2f} ms   {whole_first / alone_first:5.2f}x")
+    plain = await median(lambda: scripted_step(False))
+    listened = await median(lambda: scripted_step(True))
+    print("step overhead, ScriptedModel, 200 conversation turns of 20 words:")
+    print(f"  no listener (complete)    {plain:8.1f} µs   1.00x")
+    print(f"  delta hook (streamed)     {listened:8.1f} µs   {listened / plain:5.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

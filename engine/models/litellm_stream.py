@@ -1,0 +1,111 @@
+"""One streamed litellm call: deltas reported as chunks arrive, the reply assembled with
+litellm's `stream_chunk_builder` and read by the same reader as a non-streamed reply (so usage,
+cost, reasoning, thinking blocks and provider fields are the same). Duck-typed: litellm is
+passed in, not imported.
+
+A stream is a `ModelError`, never a short answer, when it:
+- ends without the provider's finish reason (litellm reports a clean-but-early end as
+  `finish_reason="stop"`; its wrapper's `received_finish_reason` stays None),
+- drops mid-way (litellm's error, mapped like any other),
+- stalls: no chunk within `stall_s` seconds.
+The connection is closed whatever happens (`aclose()`; a cancelled read closes it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from typing import Any
+
+from loopstate.engine.errors import ModelError
+from loopstate.engine.messages import Origin
+from loopstate.engine.model import ModelResponse
+from loopstate.engine.models.litellm_errors import model_error
+from loopstate.engine.models.litellm_reply import read_reply
+from loopstate.engine.streaming import DeltaListener
+
+_NOT_REPORTED = object()
+
+
+async def stream_reply(
+    litellm: Any, arguments: dict[str, Any], origin: Origin, listener: DeltaListener, stall_s: float
+) -> ModelResponse:
+    model = origin.model
+    arguments = {**arguments, "stream": True, "stream_options": {"include_usage": True}}
+    try:
+        stream = await asyncio.wait_for(litellm.acompletion(**arguments), stall_s)
+    except TimeoutError:
+        raise _stalled(model, stall_s, "before the stream began") from None
+    except (asyncio.CancelledError, ModelError):
+        raise
+    except Exception as exc:
+        raise model_error(exc, model) from exc
+    try:
+        chunks = await _read(stream, listener, model, stall_s)
+    finally:
+        await _close(stream)
+    received = getattr(stream, "received_finish_reason", _NOT_REPORTED)
+    if received is None:
+        raise ModelError(
+            f"model {model} failed: the stream ended without a finish reason after "
+            f"{len(chunks)} chunks (truncated)",
+            error_type="truncated",
+        )
+    raw = litellm.stream_chunk_builder(chunks, messages=arguments["messages"])
+    if raw is None:
+        raise ModelError(f"model {model} failed: the stream had no chunks", error_type="truncated")
+    return read_reply(raw, origin)
+
+
+async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float) -> list[Any]:
+    chunks: list[Any] = []
+    loop = asyncio.get_running_loop()
+    # One deadline moved at each chunk (a timer handle), not a task per chunk.
+    deadline = asyncio.timeout(stall_s)
+    try:
+        async with deadline:
+            async for chunk in stream:
+                chunks.append(chunk)
+                await _report(chunk, listener)
+                deadline.reschedule(loop.time() + stall_s)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            raise model_error(exc, model) from exc
+        raise _stalled(model, stall_s, f"after {len(chunks)} chunks") from None
+    except (asyncio.CancelledError, ModelError):
+        raise
+    except Exception as exc:
+        raise model_error(exc, model) from exc
+    return chunks
+
+
+async def _report(chunk: Any, listener: DeltaListener) -> None:
+    choices = getattr(chunk, "choices", None)
+    if not choices:
+        return  # the usage chunk
+    delta = choices[0].delta
+    text = getattr(delta, "content", None)
+    if text:
+        await listener.text(text)
+    for call in getattr(delta, "tool_calls", None) or ():
+        function = call.function
+        await listener.tool_call(
+            call.index or 0,
+            call.id or None,
+            getattr(function, "name", None) or None,
+            getattr(function, "arguments", None) or "",
+        )
+
+
+async def _close(stream: Any) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with suppress(Exception):  # closing what already broke may fail again; the cause wins
+            await close()
+
+
+def _stalled(model: str, stall_s: float, when: str) -> ModelError:
+    return ModelError(
+        f"model {model} failed: the stream stalled, no chunk for {stall_s:g} s {when}",
+        error_type="timeout",
+    )
