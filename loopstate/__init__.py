@@ -46,6 +46,7 @@ from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` stays fast
+    __version__: str
     from loopstate.engine.recording.cassette import Cassette
     from loopstate.engine.recording.recorder import Recorder
     from loopstate.engine.recording.replay import ReplayDivergence, ReplayModel
@@ -81,6 +82,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the installed package's metadata, on first use
+        from importlib.metadata import version
+
+        globals()[name] = version("loopstate")
+        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'loopstate' has no attribute {name!r}")
