@@ -27,6 +27,7 @@ from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tool import Tool
+from loopstate.machines.agent.fit import check_instructions, check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 from loopstate.tools.registry import ToolRegistry
@@ -162,6 +163,8 @@ class Agent:
                 raise RunNotResumable(
                     f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
                 )
+            check_tools(state, self._loop.tools)
+            check_instructions(state, self.instructions)
             loop = LoopSteps(core, self._loop)
             recovered = await loop.decisions.prepare(decisions, actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))

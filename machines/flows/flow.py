@@ -20,6 +20,7 @@ from loopstate.engine.operations import abort_run
 from loopstate.engine.options import RunOptions, default_store, hook_chain, workspace_path
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine
@@ -151,6 +152,9 @@ class Flow:
         core = self._core(state, owner)
         async with core.holding():
             _check_resumable(state, self.name, message=message, decisions=decisions)
+            if state.phase in self.phases:
+                who = f"phase {state.phase} of flow {self.name}"
+                check_tools(state, self.phases[state.phase].tools, who=who)
             steps = FlowSteps(core, self._config)
             recovered: tuple[str, ...] = ()
             if message is not None:
