@@ -45,7 +45,7 @@ async def test_an_agent_without_the_pending_calls_tool_is_refused_and_the_run_is
     first = await shop(db).run("refund A1")
     assert first.status == "awaiting_approval"
     before = stored(db)
-    with pytest.raises(RunNotResumable, match="needs the tools refund .* lacks refund"):
+    with pytest.raises(RunNotResumable, match=r"needs the tools refund .* lacks refund"):
         await shop(db, lookup).resume("run-1", decisions={"call_1_1": Approve()})
     assert stored(db)[1:] == before[1:]  # the calls and their decisions: untouched
     done = await shop(db).resume("run-1", decisions={"call_1_1": Approve()})

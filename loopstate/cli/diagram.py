@@ -54,7 +54,7 @@ def draw(args: argparse.Namespace) -> bytes:
         state = asyncio.run(_load(db_of(args), args.run))
         if target and target != state.machine and target in _shipped():
             raise DefinitionError(
-                f"run {state.run_id} is a {state.machine} run, not {target}: "
+                f"run {state.run_id} ran on the {state.machine} machine, not {target}: "
                 f"draw it with `loopstate diagram {state.machine} --run {args.run}`"
             )
         target = target or state.machine
