@@ -89,7 +89,8 @@ def test_reading_an_empty_directory_creates_no_store_and_says_where_it_looked(
     for args in (("runs", "list"), ("runs", "show", "abc"), ("approve", "abc", "call_1")):
         out = loopstate(*args, cwd=tmp_path)
         assert out.returncode == 1, out.stderr
-        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+        assert out.stderr.count("\n") == 1
+        assert "Traceback" not in out.stderr
         assert f"no store at {tmp_path.resolve()}/.loopstate/runs.db" in out.stderr
         assert "--db PATH or set LOOPSTATE_DB" in out.stderr
     assert list(tmp_path.iterdir()) == []
@@ -103,7 +104,8 @@ def test_approve_all_and_resume_by_a_short_id_without_pythonpath(tmp_path: Path)
     assert approved.stdout.count("approve recorded for") == 2
     resumed = loopstate("resume", run[:5], "--agent", "shop:support", cwd=root)
     assert resumed.returncode == 0, resumed.stderr
-    assert "status: done" in resumed.stdout and "answer: Both refunded." in resumed.stdout
+    assert "status: done" in resumed.stdout
+    assert "answer: Both refunded." in resumed.stdout
     listed = loopstate("runs", "list", cwd=root).stdout.splitlines()[1].split()
     assert listed[2:4] == ["done", "-"]
     neither = loopstate("approve", run[:5], cwd=root)
@@ -117,7 +119,8 @@ def test_an_ambiguous_or_unknown_prefix_is_one_line(tmp_path: Path) -> None:
     shared = next(c for c in first if sum(i.startswith(c) for i in ids) > 1)
     out = loopstate("runs", "show", shared, cwd=root)
     assert (out.returncode, out.stderr.count("\n")) == (2, 1)
-    assert f"{shared!r} is the start of" in out.stderr and "give more of it" in out.stderr
+    assert f"{shared!r} is the start of" in out.stderr
+    assert "give more of it" in out.stderr
     unknown = loopstate("runs", "show", "zz", cwd=root)
     assert (unknown.returncode, "no run 'zz'" in unknown.stderr) == (2, True)
 
@@ -141,7 +144,8 @@ def test_an_agent_run_drawn_on_another_machine_is_refused(tmp_path: Path) -> Non
         out.stderr
     )
     drawn = loopstate("diagram", "--run", run[:8], cwd=root)
-    assert drawn.returncode == 0 and "stateDiagram-v2" in drawn.stdout
+    assert drawn.returncode == 0
+    assert "stateDiagram-v2" in drawn.stdout
 
 
 def test_resume_with_an_agent_lacking_the_pending_tool_is_refused_in_one_line(
