@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from loopstate.engine.recording.replay import (
 )
 from loopstate.engine.result import RunResult
 from loopstate.engine.store import MemoryStore
+from loopstate.engine.sync import blocking
 from loopstate.machines.agent import Agent
 from loopstate.machines.flows import Flow, FlowResult
 
@@ -80,7 +80,8 @@ def replay_sync(
     prompt: str | Sequence[Message] | None = None,
     live_tools: bool = False,
 ) -> RunResult:
-    return asyncio.run(replay(cassette, agent, prompt=prompt, live_tools=live_tools))
+    coroutine = replay(cassette, agent, prompt=prompt, live_tools=live_tools)
+    return blocking(coroutine, instead="replay(...)")
 
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from loopstate.engine.options import (
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.sync import blocking
 from loopstate.engine.tool import Tool
 from loopstate.machines.agent.fit import check_instructions, check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
@@ -132,8 +132,19 @@ class Agent:
         return RunResult.of(core.state, tuple(core.events))
 
     def run_sync(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
-        """`run` for code that is not async (not from inside a running event loop)."""
-        return asyncio.run(self.run(prompt, run_id=run_id))
+        """`run` for code that is not async. Inside a running event loop (a notebook, an
+        async function) it raises `RuntimeError`: `await agent.run(...)` there instead."""
+        return blocking(self.run(prompt, run_id=run_id), instead="agent.run(...)")
+
+    def resume_sync(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None = None,
+        *,
+        actor: str = "resume",
+    ) -> RunResult:
+        """`resume` for code that is not async (same rules as `run_sync`)."""
+        return blocking(self.resume(run_id, decisions, actor=actor), instead="agent.resume(...)")
 
     async def resume(
         self,
