@@ -12,6 +12,9 @@ LoopstateError
 ├── StoreError             a stored row is corrupt or from a newer schema, or the store's
 │                          file is damaged or held locked too long by another process
 └── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
+
+Warnings: ToolDefinitionWarning (a UserWarning) when `@tool` accepts a function the model will
+understand poorly (a parameter without a type hint, no docstring).
 """
 
 from __future__ import annotations
@@ -94,3 +97,9 @@ class StoreError(LoopstateError):
 
 class CassetteError(LoopstateError):
     """A cassette file is missing, unreadable, malformed, or from a newer loopstate."""
+
+
+class ToolDefinitionWarning(UserWarning):
+    """`@tool` made a tool the model will understand poorly: a parameter without a type hint
+    (no type in its schema, nothing validated) or no docstring (its name is its description).
+    Silence it with `warnings.filterwarnings("ignore", category=ToolDefinitionWarning)`."""
