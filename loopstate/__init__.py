@@ -19,6 +19,7 @@ from loopstate.engine.errors import (
     RunNotResumable,
     ScriptExhausted,
     StoreError,
+    ToolDefinitionWarning,
     UnexpectedRequest,
 )
 from loopstate.engine.events import Event
@@ -148,6 +149,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
+    "ToolDefinitionWarning",
     "ToolMessage",
     "ToolRegistry",
     "Transition",

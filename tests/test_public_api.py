@@ -16,8 +16,8 @@ PUBLIC = [
     "ReplayDivergence", "ReplayModel", "RunBusy", "RunNotFound", "RunNotResumable", "RunResult",
     "RunState", "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
     "StopCondition", "Store", "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext",
-    "ToolDefinition", "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest",
-    "Usage", "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow",
+    "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition",
+    "Turn", "UnexpectedRequest", "Usage", "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow",
     "replay_sync", "step_count_is", "tool",
 ]  # fmt: skip
 
