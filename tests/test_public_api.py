@@ -17,8 +17,8 @@ PUBLIC = [
     "RunState", "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
     "StopCondition", "Store", "StoreError", "SystemMessage", "Tool", "ToolCall", "ToolContext",
     "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition",
-    "Turn", "UnexpectedRequest", "Usage", "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow",
-    "replay_sync", "step_count_is", "tool",
+    "Turn", "UnexpectedRequest", "Usage", "UserMessage", "compose", "has_tool_call", "merge",
+    "replay", "replay_flow", "replay_sync", "step_count_is", "tool",
 ]  # fmt: skip
 
 
