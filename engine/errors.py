@@ -25,7 +25,8 @@ class LoopstateError(Exception):
 
 
 class DefinitionError(LoopstateError):
-    pass
+    """A tool, agent, flow or machine is declared wrongly, or a command was given a
+    malformed argument: fix the definition (the message says what and where)."""
 
 
 class ModelError(LoopstateError):
@@ -68,31 +69,34 @@ class ModelError(LoopstateError):
 
 
 class ScriptExhausted(ModelError):
-    pass
+    """A `ScriptedModel` was asked for more turns than its script holds."""
 
 
 class UnexpectedRequest(ModelError):
-    pass
+    """A `ScriptedModel` turn's expectation about the request did not hold."""
 
 
 class DecisionError(LoopstateError):
-    pass
+    """A decision was refused (unknown call, other arguments, a second decision, an edit
+    that does not fit the tool's schema); the run is unchanged."""
 
 
 class RunNotFound(LoopstateError):
-    pass
+    """No run with that id in the store."""
 
 
 class RunBusy(LoopstateError):
-    pass
+    """Another process holds the run's lease: it is being driven elsewhere. Retry later."""
 
 
 class RunNotResumable(LoopstateError):
-    pass
+    """The run cannot take what was asked: it has ended, waits for something else, or
+    the agent given cannot continue it (a missing tool, other instructions)."""
 
 
 class StoreError(LoopstateError):
-    pass
+    """The store failed: a corrupt row or one from a newer schema, a damaged file, a lock
+    held too long by another process, or an unreachable database."""
 
 
 class CassetteError(LoopstateError):

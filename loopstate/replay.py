@@ -80,6 +80,8 @@ def replay_sync(
     prompt: str | Sequence[Message] | None = None,
     live_tools: bool = False,
 ) -> RunResult:
+    """`replay` for code that is not async (a plain test function). Inside a running event
+    loop it raises `RuntimeError`: `await replay(...)` there instead."""
     coroutine = replay(cassette, agent, prompt=prompt, live_tools=live_tools)
     return blocking(coroutine, instead="replay(...)")
 
