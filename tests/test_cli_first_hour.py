@@ -164,3 +164,36 @@ def test_resume_with_an_agent_lacking_the_pending_tool_is_refused_in_one_line(
         out.stderr
     )
     assert loopstate("resume", run, "--agent", "shop:support", cwd=root).returncode == 0
+
+
+def test_the_suspend_hint_works_typed_as_shown_from_a_subdirectory(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    (tmp_path / "src").mkdir()
+    out = loopstate("demo", "--suspend", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "stop reason: None" not in out.stdout
+    commands = [line.split("#")[0].strip() for line in out.stdout.splitlines()
+                if line.startswith(f"  {sys.executable} -m loopstate ")]  # fmt: skip
+    assert [c.split()[3] for c in commands] == ["approve", "resume"], out.stdout
+    for command in commands:
+        done = subprocess.run(command, shell=True, cwd=tmp_path / "src", capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr)
+    assert "status: done" in done.stdout
+    assert (
+        (tmp_path / ".loopstate/demo-workspace/notes.md")
+        .read_text()
+        .endswith("driven by a state machine.\n")
+    )
+
+
+def test_an_aborted_run_shows_nothing_pending(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (run,) = run_ids(root)
+    assert loopstate("abort", run[:6], "--reason", "changed my mind", cwd=root).returncode == 0
+    row = loopstate("runs", "list", cwd=root).stdout.splitlines()[1].split()
+    assert row[2:4] == ["aborted", "-"]
+    shown = loopstate("runs", "show", run[:6], cwd=root).stdout
+    assert "stop reason: aborted: changed my mind" in shown
+    assert "waiting for a decision" not in shown
+    assert json.loads(loopstate("runs", "show", run, "--json", cwd=root).stdout)["pending"] == []
