@@ -38,7 +38,7 @@ class Agent:
 
     `model` is a litellm model name (e.g. `"openai/gpt-4o-mini"`) or a model object such as
     `LiteLLMModel(...)` or `ScriptedModel([...])`. Runs are kept in `store`: by default a
-    `SQLiteStore` at `.loopstate/runs.db` under the working directory (pass `MemoryStore()`
+    `SQLiteStore` at `.loopstate/runs.db` of the project (see `SQLiteStore`; pass `MemoryStore()`
     for runs that need not outlive the process). Without an `approver` (or when it leaves a
     call undecided), a run that reaches a gated call suspends: `run()` returns with
     `status == "awaiting_approval"` and `resume()` continues it, in any process that uses
