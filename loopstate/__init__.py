@@ -43,6 +43,11 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent import Agent
 from loopstate.machines.agent.loop import AgentLoop
+
+# Imported now, not on first use: `loopstate.replay` is also this submodule's name, and once the
+# submodule is imported (by the pytest plugin, the CLI, a test) Python binds the name to it, so
+# `from loopstate import replay` would give the module instead of the function (~20 ms).
+from loopstate.replay import replay, replay_flow, replay_sync
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
@@ -63,7 +68,6 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
         has_tool_call,
         step_count_is,
     )
-    from loopstate.replay import replay, replay_flow, replay_sync
 
 _LAZY = {
     "Cassette": "loopstate.engine.recording.cassette",
@@ -71,9 +75,6 @@ _LAZY = {
     "Recorder": "loopstate.engine.recording.recorder",
     "ReplayDivergence": "loopstate.engine.recording.replay",
     "ReplayModel": "loopstate.engine.recording.replay",
-    "replay": "loopstate.replay",
-    "replay_flow": "loopstate.replay",
-    "replay_sync": "loopstate.replay",
     **dict.fromkeys(
         ["Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "Output", "Phase",
          "has_tool_call", "step_count_is"],

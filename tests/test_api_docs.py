@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import pydoc
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -46,3 +47,9 @@ def test_help_of_run_result_starts_with_what_it_is() -> None:
 
 def test_the_version_is_the_installed_packages() -> None:
     assert loopstate.__version__ == importlib.metadata.version("loopstate")
+
+
+def test_replay_is_the_function_even_after_its_module_was_imported() -> None:
+    code = "import loopstate.replay; from loopstate import replay; print(replay.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "loopstate.replay"  # a module has no __module__

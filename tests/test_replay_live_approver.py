@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loopstate import Agent, Approve, Deny, MemoryStore, Recorder, ScriptedModel, tool
+from loopstate import Agent, Approve, Deny, MemoryStore, Recorder, ScriptedModel, replay, tool
 from loopstate.engine.models.scripted import call
 from loopstate.engine.recording.replay import ReplayDivergence
-from loopstate.replay import replay  # `loopstate.replay` is also the module's name
 
 
 @tool(needs_approval=True)
