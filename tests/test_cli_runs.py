@@ -107,7 +107,8 @@ def test_a_run_is_listed_and_shown_with_its_transitions_pending_calls_and_histor
 ) -> None:
     header, row = sh.ok("runs", "list").splitlines()
     assert header.split() == ["RUN", "AGE", "STATUS", "PENDING", "STEPS", "PROMPT"]
-    assert row.split() == ["run-1", "0s", "awaiting_approval", "2", "1", "go"]
+    run, age, *rest = row.split()
+    assert (run, age[-1], rest) == ("run-1", "s", ["awaiting_approval", "2", "1", "go"])
     done = sh("runs", "list", "--status", "done")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "no runs with status done\n")
     assert json.loads(sh.ok("runs", "list", "--status", "done", "--json")) == []
