@@ -20,6 +20,9 @@ LoopstateError
 └── ToolError              a built-in tool was called wrongly; its message goes to the model
     └── WorkspaceError     a path escapes the workspace (`loopstate.tools.builtin.workspace`)
 
+Warnings: ToolDefinitionWarning (a UserWarning) when `@tool` accepts a function the model will
+understand poorly (a parameter without a type hint, no docstring).
+
 A test (tests/test_public_api.py) checks that this tree names every error class loopstate has.
 """
 
@@ -31,7 +34,8 @@ class LoopstateError(Exception):
 
 
 class DefinitionError(LoopstateError):
-    pass
+    """A tool, agent, flow or machine is declared wrongly, or a command was given a
+    malformed argument: fix the definition (the message says what and where)."""
 
 
 class ModelError(LoopstateError):
@@ -74,32 +78,41 @@ class ModelError(LoopstateError):
 
 
 class ScriptExhausted(ModelError):
-    pass
+    """A `ScriptedModel` was asked for more turns than its script holds."""
 
 
 class UnexpectedRequest(ModelError):
-    pass
+    """A `ScriptedModel` turn's expectation about the request did not hold."""
 
 
 class DecisionError(LoopstateError):
-    pass
+    """A decision was refused (unknown call, other arguments, a second decision, an edit
+    that does not fit the tool's schema); the run is unchanged."""
 
 
 class RunNotFound(LoopstateError):
-    pass
+    """No run with that id in the store."""
 
 
 class RunBusy(LoopstateError):
-    pass
+    """Another process holds the run's lease: it is being driven elsewhere. Retry later."""
 
 
 class RunNotResumable(LoopstateError):
-    pass
+    """The run cannot take what was asked: it has ended, waits for something else, or
+    the agent given cannot continue it (a missing tool, other instructions)."""
 
 
 class StoreError(LoopstateError):
-    pass
+    """The store failed: a corrupt row or one from a newer schema, a damaged file, a lock
+    held too long by another process, or an unreachable database."""
 
 
 class CassetteError(LoopstateError):
     """A cassette file is missing, unreadable, malformed, or from a newer loopstate."""
+
+
+class ToolDefinitionWarning(UserWarning):
+    """`@tool` made a tool the model will understand poorly: a parameter without a type hint
+    (no type in its schema, nothing validated) or no docstring (its name is its description).
+    Silence it with `warnings.filterwarnings("ignore", category=ToolDefinitionWarning)`."""

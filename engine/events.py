@@ -124,3 +124,5 @@ Event = Annotated[
     | ToolFinished,
     Field(discriminator="kind"),
 ]
+"""Every event of a run, one typed model per `kind` (`run_started`, `transition`,
+`model_request`, `tool_approval`, `tool_finished`, ...): in `RunResult.events` and to hooks."""

@@ -29,6 +29,8 @@ the run (or twice in a turn), or sent one too long or odd for a person to type."
 
 
 class ToolCall(Frozen):
+    """A call the model asked for: the tool's name and its arguments as the model wrote them."""
+
     id: str
     """Unique within the run: what decisions, records, events, the store and the CLI use."""
     type: Literal["function"] = "function"
@@ -80,16 +82,23 @@ class Origin(Frozen):
 
 
 class SystemMessage(Frozen):
+    """The instructions, first in the history."""
+
     role: Literal["system"] = "system"
     content: str
 
 
 class UserMessage(Frozen):
+    """What the user said."""
+
     role: Literal["user"] = "user"
     content: str
 
 
 class AssistantMessage(Frozen):
+    """A model turn: text, tool calls, or both (with any reasoning the provider returned,
+    kept to send back to the same model)."""
+
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] | None = None
@@ -112,6 +121,8 @@ class AssistantMessage(Frozen):
 
 
 class ToolMessage(Frozen):
+    """A tool's result (or why the call did not run), answering `tool_call_id`."""
+
     role: Literal["tool"] = "tool"
     tool_call_id: str
     content: str
@@ -121,6 +132,7 @@ Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolMessage,
     Field(discriminator="role"),
 ]
+"""One message of a run's history, told apart by its `role`."""
 
 
 def to_wire(message: Message) -> dict[str, Any]:

@@ -100,6 +100,8 @@ class Usage(Frozen):
 
 
 class ModelResponse(Frozen):
+    """What one model call returned: the assistant's message and the call's usage."""
+
     message: AssistantMessage
     usage: Usage = Usage()
     model: str | None = None

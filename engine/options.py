@@ -55,12 +55,13 @@ _FIELDS = frozenset(RunOptions.__dataclass_fields__)
 
 
 def default_store(store: Store | None) -> Store:
-    """`store`, or the SQLite file `.loopstate/runs.db` under the working directory."""
+    """`store`, or the default one: `LOOPSTATE_DB`, else the SQLite file `.loopstate/runs.db`
+    of the nearest project directory (see `loopstate.engine.stores.location`)."""
     if store is not None:
         return store
-    from loopstate.engine.stores.sqlite import SQLiteStore
+    from loopstate.engine.stores.location import default_db, store_at
 
-    return SQLiteStore()
+    return store_at(default_db())
 
 
 def hook_chain(hooks: Hooks | Sequence[Hooks] | None) -> HookChain | None:

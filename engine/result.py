@@ -12,6 +12,14 @@ from loopstate.engine.state import RunState, RunStatus, Transition
 
 
 class RunResult(Frozen):
+    """What `Agent.run` and `Agent.resume` return: how the run stands and how it got there.
+
+    `status` says which fields matter: `done` → `output` (and `stop_reason` if a limit or a
+    `stop_when` ended it); `failed` → `error` and `failure` (why, as data); `aborted` →
+    `stop_reason`; `awaiting_approval` → `pending`, the calls to decide before `resume`.
+    `print(result)` shows that in one line, e.g. `failed: ModelError: ...`.
+    """
+
     run_id: str
     status: RunStatus
     """`done`, `failed`, `aborted`, or `awaiting_approval` (suspended: see `pending`)."""
@@ -27,6 +35,16 @@ class RunResult(Frozen):
     usage: Usage = Usage()
     events: tuple[Event, ...] = ()
     """The events of this invocation (a resumed run's earlier events are in its store)."""
+
+    def __str__(self) -> str:
+        """One line: the status and what it means (the answer, the error, the waiting calls)."""
+        if self.status == "failed":
+            return f"failed: {self.error or 'no error recorded'}"
+        if self.status == "awaiting_approval":
+            calls = ", ".join(f"{p.call_id} {p.tool}" for p in self.pending)
+            return f"awaiting_approval: {len(self.pending)} call(s) to decide ({calls})"
+        detail = self.output if self.status == "done" and self.output else self.stop_reason
+        return f"{self.status}: {detail}" if detail else self.status
 
     @classmethod
     def of(cls, state: RunState, events: tuple[Event, ...] = ()) -> RunResult:

@@ -71,6 +71,8 @@ def ready(state: RunState) -> bool:
 
 
 class RunSummary(Frozen):
+    """One run as `Store.list_runs` gives it: its id, machine, state, status and counts."""
+
     run_id: str
     machine: str
     state: str
@@ -97,6 +99,9 @@ def summarize(state: RunState) -> RunSummary:
 
 
 class Store(Protocol):
+    """Where runs live (`SQLiteStore`, `PostgresStore`, `MemoryStore`): each run is saved
+    append-only under a lease, so one process at a time drives it and any may resume it."""
+
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         """Store a new run and give `owner` its lease. Raises `StoreError` if the id exists."""
 

@@ -19,6 +19,7 @@ from loopstate.engine.errors import (
     RunNotResumable,
     ScriptExhausted,
     StoreError,
+    ToolDefinitionWarning,
     UnexpectedRequest,
 )
 from loopstate.engine.events import Event
@@ -45,10 +46,16 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent import Agent
 from loopstate.machines.agent.loop import AgentLoop
+
+# Imported now, not on first use: `loopstate.replay` is also this submodule's name, and once the
+# submodule is imported (by the pytest plugin, the CLI, a test) Python binds the name to it, so
+# `from loopstate import replay` would give the module instead of the function (~20 ms).
+from loopstate.replay import replay, replay_flow, replay_sync
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` stays fast
+    __version__: str
     from loopstate.engine.recording.cassette import Cassette
     from loopstate.engine.recording.recorder import Recorder
     from loopstate.engine.recording.replay import ReplayDivergence, ReplayModel
@@ -64,7 +71,6 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
         has_tool_call,
         step_count_is,
     )
-    from loopstate.replay import replay, replay_flow, replay_sync
 
 _LAZY = {
     "Cassette": "loopstate.engine.recording.cassette",
@@ -72,9 +78,6 @@ _LAZY = {
     "Recorder": "loopstate.engine.recording.recorder",
     "ReplayDivergence": "loopstate.engine.recording.replay",
     "ReplayModel": "loopstate.engine.recording.replay",
-    "replay": "loopstate.replay",
-    "replay_flow": "loopstate.replay",
-    "replay_sync": "loopstate.replay",
     **dict.fromkeys(
         ["Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "Output", "Phase",
          "has_tool_call", "step_count_is"],
@@ -84,6 +87,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the installed package's metadata, on first use
+        from importlib.metadata import version
+
+        globals()[name] = version("loopstate")
+        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'loopstate' has no attribute {name!r}")
@@ -149,6 +157,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
+    "ToolDefinitionWarning",
     "ToolMessage",
     "ToolRegistry",
     "Transition",

@@ -25,6 +25,15 @@ INSTRUCTIONS = "You maintain a small project. Use the tools; ask before changing
 NOTES = "# Notes\n\nThe agent loop is drivn by a state machine.\n"
 FIXED = "# Notes\n\nThe agent loop is driven by a state machine.\n"
 SUSPEND_WORKSPACE = Path(".loopstate/demo-workspace")
+"""Under the project directory (see `suspend_workspace`)."""
+
+
+def suspend_workspace() -> Path:
+    """The `--suspend` walk-through's workspace, beside the default store: found again from
+    any directory of the project."""
+    from loopstate.engine.stores.location import project_dir
+
+    return project_dir() / SUSPEND_WORKSPACE
 
 
 def seed_workspace(root: Path) -> Path:
@@ -79,7 +88,7 @@ def suspended_agent(store: Store | None = None) -> Agent:
     """The agent `loopstate demo --suspend` starts, rebuilt for `loopstate resume`."""
     from loopstate.engine.stores.sqlite import SQLiteStore
 
-    return build_agent(SUSPEND_WORKSPACE.resolve(), store=store or SQLiteStore())
+    return build_agent(suspend_workspace(), store=store or SQLiteStore())
 
 
 async def record(path: Path) -> None:

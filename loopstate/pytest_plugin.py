@@ -1,13 +1,15 @@
 """pytest plugin: replay recorded runs in tests, or record them afresh.
 
-    async def test_docs_agent(loopstate_cassette):
-        result = await loopstate_cassette.run(make_agent(), "Fix the typo in docs/index.md")
+    def test_docs_agent(loopstate_cassette):
+        result = loopstate_cassette.run_sync(make_agent(), "Fix the typo in docs/index.md")
         assert result.output == "Fixed."
 
 replays `cassettes/test_docs_agent.jsonl` next to the test file (no network, no side effects;
 a changed prompt, tool or machine fails with a diff). `pytest --loopstate-record` runs the
 agent for real instead (its model needs its key) and writes the cassette anew.
 `@pytest.mark.loopstate_cassette("name")` names the cassette (`cassettes/name.jsonl`).
+A divergence fails the test with its diff alone (no engine frames) and the command that
+re-records it. Recording keeps its runs in memory: never in the project's `.loopstate/`.
 
 The plugin is loaded in every pytest session where loopstate is installed, so it imports
 the engine only when a test asks for the fixture.
@@ -43,33 +45,59 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class CassetteFixture:
-    def __init__(self, path: Path, recording: bool) -> None:
+    """The `loopstate_cassette` fixture: `run` (or `run_sync`) replays the test's cassette,
+    or records it with `--loopstate-record`."""
+
+    def __init__(self, path: Path, recording: bool, nodeid: str = "") -> None:
         self.path = path
         self.recording = recording
+        self.nodeid = nodeid
 
     async def run(
-        self, agent: Agent, prompt: str | list[Message], *, live_tools: bool = False
+        self,
+        agent: Agent,
+        prompt: str | list[Message],
+        *,
+        live_tools: bool = False,
+        live_approver: bool = False,
     ) -> RunResult:
+        """Replay `agent` on the cassette (`live_tools`, `live_approver`: see `replay`), or
+        with `--loopstate-record` run it for real and write the cassette."""
         from loopstate.engine.recording.recorder import Recorder
+        from loopstate.engine.recording.replay import ReplayDivergence
+        from loopstate.engine.store import MemoryStore
         from loopstate.replay import replay
 
         if not self.recording:
             if not self.path.exists():
                 pytest.fail(f"no cassette {self.path}: record it with --loopstate-record")
-            return await replay(self.path, agent, prompt=prompt, live_tools=live_tools)
+            try:
+                return await replay(self.path, agent, prompt=prompt, live_tools=live_tools,
+                                    live_approver=live_approver)  # fmt: skip
+            except ReplayDivergence as exc:
+                rerecord = f"pytest --loopstate-record {self.nodeid}".rstrip()
+                pytest.fail(f"{exc}\n\nIf the change is intended, re-record the cassette "
+                            f"{self.path}:\n    {rerecord}", pytrace=False)  # fmt: skip
         self.path.unlink(missing_ok=True)
         recorder = Recorder(self.path, model=agent.model)
         hooks: Any = agent._options["hooks"]
         existing = [] if hooks is None else [hooks] if not isinstance(hooks, list) else hooks
-        return await agent.clone(hooks=[*existing, recorder]).run(prompt)
+        recording = agent.clone(hooks=[*existing, recorder], store=MemoryStore())
+        return await recording.run(prompt)
 
     def run_sync(
-        self, agent: Agent, prompt: str | list[Message], *, live_tools: bool = False
+        self,
+        agent: Agent,
+        prompt: str | list[Message],
+        *,
+        live_tools: bool = False,
+        live_approver: bool = False,
     ) -> RunResult:
-        """`run` for tests that are not async."""
-        import asyncio
+        """`run` for tests that are not async (no pytest-asyncio needed)."""
+        from loopstate.engine.sync import blocking
 
-        return asyncio.run(self.run(agent, prompt, live_tools=live_tools))
+        coroutine = self.run(agent, prompt, live_tools=live_tools, live_approver=live_approver)
+        return blocking(coroutine, instead="loopstate_cassette.run(...)")
 
 
 @pytest.fixture
@@ -80,4 +108,5 @@ def loopstate_cassette(request: pytest.FixtureRequest) -> CassetteFixture:
     name = str(marker.args[0]) if marker is not None and marker.args else request.node.name
     name = name.replace("/", "_").replace("[", "_").replace("]", "")
     path = Path(request.node.path).parent / "cassettes" / f"{name}.jsonl"
-    return CassetteFixture(path, bool(request.config.getoption("--loopstate-record")))
+    recording = bool(request.config.getoption("--loopstate-record"))
+    return CassetteFixture(path, recording, request.node.nodeid)

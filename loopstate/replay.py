@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from loopstate.engine.recording.replay import (
 )
 from loopstate.engine.result import RunResult
 from loopstate.engine.store import MemoryStore
+from loopstate.engine.sync import blocking
 from loopstate.machines.agent import Agent
 from loopstate.machines.flows import Flow, FlowResult
 
@@ -31,10 +31,13 @@ async def replay(
     *,
     prompt: str | Sequence[Message] | None = None,
     live_tools: bool = False,
+    live_approver: bool = False,
 ) -> RunResult:
     """Replay `cassette` with no network: recorded model turns, recorded tool results (or the
-    agent's real tools with `live_tools=True`), recorded decisions. Raises `ReplayDivergence`
-    at the first request, transition or outcome that differs from the recording.
+    agent's real tools with `live_tools=True`), recorded decisions (or the agent's own
+    approver with `live_approver=True`, so a changed approval policy is tested: a different
+    decision diverges). Raises `ReplayDivergence` at the first request, transition or outcome
+    that differs from the recording.
 
     Without an `agent`, the run is rebuilt from the cassette alone (its recorded tool schemas
     and instructions); with one, its instructions, tools and machine are checked against it.
@@ -60,17 +63,28 @@ async def replay(
         model=model,
         tools=real if live_tools and real is not None else stand_in_tools(tape, real),
         ids=lambda: run_id,  # the recorded id: tools that use it see what they saw
-        approver=recorded_approver(tape),
+        approver=_approver(tape, base, live_approver),
         store=MemoryStore(),
         hooks=None,
         auto_approve=False,
         max_steps=len(turns) if outcome.get("stop_reason") == "max_steps" else 10**6,
     )
     result = await replaying.run(opening)
-    if model.divergence is not None:
-        raise model.divergence
+    _raise_divergence(model)
     _check(tape, result)
     return result
+
+
+def _approver(tape: Cassette, target: Agent | Flow, live: bool) -> Any:
+    """The recorded decisions, or with `live` the target's own approver (None: suspend)."""
+    return target._options["approver"] if live else recorded_approver(tape)
+
+
+def _raise_divergence(model: ReplayModel) -> None:
+    """Raise the divergence the model met, without the engine's frames between the model
+    and here: the diff is what a person needs, not forty lines of driver internals."""
+    if model.divergence is not None:
+        raise model.divergence.with_traceback(None) from None
 
 
 def replay_sync(
@@ -79,8 +93,14 @@ def replay_sync(
     *,
     prompt: str | Sequence[Message] | None = None,
     live_tools: bool = False,
+    live_approver: bool = False,
 ) -> RunResult:
-    return asyncio.run(replay(cassette, agent, prompt=prompt, live_tools=live_tools))
+    """`replay` for code that is not async (a plain test function). Inside a running event
+    loop it raises `RuntimeError`: `await replay(...)` there instead."""
+    coroutine = replay(
+        cassette, agent, prompt=prompt, live_tools=live_tools, live_approver=live_approver
+    )
+    return blocking(coroutine, instead="replay(...)")
 
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -105,9 +125,12 @@ def _check(tape: Cassette, result: RunResult) -> None:
             raise ReplayDivergence(result.steps, "the outcome differs", expected, actual)
 
 
-async def replay_flow(cassette: Cassette | str | Path, flow: Flow) -> FlowResult:
+async def replay_flow(
+    cassette: Cassette | str | Path, flow: Flow, *, live_approver: bool = False
+) -> FlowResult:
     """Replay a recorded flow run (every phase, every user turn) with no network and no side
-    effects; raises `ReplayDivergence` where this flow asks for something else."""
+    effects; raises `ReplayDivergence` where this flow asks for something else.
+    `live_approver=True` decides with the flow's own approver instead of the recording."""
     tape = load(cassette)
     model = ReplayModel(tape)
     turns = tape.model_turns()
@@ -125,7 +148,7 @@ async def replay_flow(cassette: Cassette | str | Path, flow: Flow) -> FlowResult
     replaying = flow.clone(
         phases=phases,
         models={name: model for name, b in flow.phases.items() if b.model is not None},
-        approver=recorded_approver(tape),
+        approver=_approver(tape, flow, live_approver),
         store=MemoryStore(),
         hooks=None,
         auto_approve=False,
@@ -137,7 +160,6 @@ async def replay_flow(cassette: Cassette | str | Path, flow: Flow) -> FlowResult
         if result.status != "awaiting_input":
             break
         result = await replaying.resume(result.run_id, message=message)
-    if model.divergence is not None:
-        raise model.divergence
+    _raise_divergence(model)
     _check(tape, result)
     return result

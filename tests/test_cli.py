@@ -36,7 +36,7 @@ def test_demo_yes_runs_offline_to_a_final_answer(tmp_path: Path) -> None:
     [
         ("d\nkeep it\n", "the reviewer said 'keep it'"),
         ('e\nnot json\ne\n{"path": "notes.md", "content": "edited"}\n', "reviewer's edited"),
-        ("b\nstop now\n", "status: aborted   stop reason: aborted: stop now"),
+        ("b\nstop now\n", "status: aborted   run: "),
         ("", "aborted: no answer: the terminal closed"),
     ],
     ids=["deny", "edit", "abort", "eof"],

@@ -38,8 +38,9 @@ def loopstate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def one_line_error(out: subprocess.CompletedProcess[str]) -> str:
-    assert out.returncode == 2, (out.stdout, out.stderr)
+def one_line_error(out: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """Exit 2 for what was typed, 1 for a store that failed."""
+    assert out.returncode == code, (out.stdout, out.stderr)
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "Traceback" not in out.stderr
     return out.stderr
@@ -62,12 +63,12 @@ def test_runs_show_prints_a_models_arguments_escaped_under_a_typeable_call_id(
     assert out.returncode == 0, out.stderr
     assert "\x1b" not in out.stdout
     assert "\u202e" not in out.stdout
-    pending = out.stdout.split("pending approvals:\n")[1].splitlines()
+    pending = out.stdout.split("waiting for a decision:\n")[1].splitlines()
     # the model's id is not typeable, so the run gives the call its own (the model's is kept
     # for the wire); the arguments are shown escaped
-    assert pending == [
+    assert pending[0] == (
         r'  call_1  write_file {"path": "docs/\u001b[2Kx\u202eetc", "note": "line\nforged line"}'
-    ]
+    )
 
 
 def test_an_error_naming_a_hostile_call_id_is_one_escaped_line(tmp_path: Path) -> None:
@@ -103,7 +104,7 @@ def test_a_row_that_is_not_utf8_is_a_store_error_naming_file_and_run(tmp_path: P
     raw.close()
     with pytest.raises(StoreError, match=rf"{db}: run {run}: .*not UTF-8; restore"):
         asyncio.run(SQLiteStore(db).load(run))
-    error = one_line_error(loopstate("runs", "show", run, "--db", str(db), cwd=tmp_path))
+    error = one_line_error(loopstate("runs", "show", run, "--db", str(db), cwd=tmp_path), 1)
     assert f"{db}: run {run}:" in error
 
 
@@ -119,7 +120,7 @@ def test_a_damaged_file_is_a_store_error_and_the_cli_says_so_in_one_line(tmp_pat
     with db.open("r+b") as f:  # keep the header page, scribble over every page after it
         f.seek(page)
         f.write(b"\xa5" * (size - page))
-    error = one_line_error(loopstate("runs", "list", "--db", str(db), cwd=tmp_path))
+    error = one_line_error(loopstate("runs", "list", "--db", str(db), cwd=tmp_path), 1)
     assert f"{db}:" in error
     assert "restore it from a backup" in error
 
@@ -146,7 +147,7 @@ def test_a_lock_held_by_another_process_is_a_store_error_after_the_busy_timeout(
         out = loopstate(
             "approve", run, HIDDEN_ID, "--db", str(db), "--busy-timeout", "0.2", cwd=tmp_path
         )
-        error = one_line_error(out)
+        error = one_line_error(out, 1)
         assert f"{db}: run {run}: database is locked" in error
         assert "more than 0.2 s" in error
         assert time.monotonic() - started < 10

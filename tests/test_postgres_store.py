@@ -102,7 +102,9 @@ async def test_the_cli_lists_and_decides_runs_in_postgres(postgres_dsn: str) -> 
     listing = subprocess.run(
         [*cli, "runs", "list", "--db", postgres_dsn], capture_output=True, text=True, timeout=60
     )
-    assert "run-1  awaiting_approval" in listing.stdout, listing.stderr
+    assert listing.stdout.splitlines()[1].split()[:4:2] == ["run-1", "awaiting_approval"], (
+        listing.stderr
+    )
     store = PostgresStore(postgres_dsn)
     call_id = (await store.load("run-1")).pending[0].call_id
     approve = subprocess.run(

@@ -18,9 +18,9 @@ PUBLIC = [
     "RunState", "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
     "StopCondition", "Store", "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall",
     "ToolContext",
-    "ToolDefinition", "ToolMessage", "ToolRegistry", "Transition", "Turn", "UnexpectedRequest",
-    "Usage", "UserMessage", "compose", "has_tool_call", "merge", "replay", "replay_flow",
-    "replay_sync", "step_count_is", "tool",
+    "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition",
+    "Turn", "UnexpectedRequest", "Usage", "UserMessage", "compose", "has_tool_call", "merge",
+    "replay", "replay_flow", "replay_sync", "step_count_is", "tool",
 ]  # fmt: skip
 
 

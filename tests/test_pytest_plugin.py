@@ -25,16 +25,16 @@ def make_agent():
                          api_key="sk-test")
     return Agent(model, [lookup], instructions="Answer briefly.")
 
-async def test_lookup(loopstate_cassette):
-    result = await loopstate_cassette.run(make_agent(), "PROMPT")
+def test_lookup(loopstate_cassette):  # a plain test: no pytest-asyncio mode needed
+    result = loopstate_cassette.run_sync(make_agent(), "PROMPT")
     assert result.output == "It is a library."
 '''
 
 
 def pytest_run(folder: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
-         "asyncio_mode=auto", *args],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
+         *args],
         cwd=folder, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -53,6 +53,7 @@ def test_record_then_replay_offline_then_fail_with_a_diff_on_a_changed_prompt(
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     assert (tmp_path / "cassettes" / "test_lookup.jsonl").exists()
     assert (tmp_path / "lookups.log").read_text() == "loopstate\n"
+    assert not (tmp_path / ".loopstate").exists()  # recording keeps no runs in the project
 
     replayed = pytest_run(tmp_path, env=env)  # no server: replay needs none
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
@@ -61,8 +62,12 @@ def test_record_then_replay_offline_then_fail_with_a_diff_on_a_changed_prompt(
     test_file.write_text(USER_TEST.replace("PROMPT", "What is loopstate, really?"))
     diverged = pytest_run(tmp_path, env=env)
     assert diverged.returncode == 1
-    assert "ReplayDivergence: replay diverged at step 1" in diverged.stdout
+    assert "replay diverged at step 1" in diverged.stdout
     assert '+      "content": "What is loopstate, really?"' in diverged.stdout
+    assert "pytest --loopstate-record test_user.py::test_lookup" in diverged.stdout
+    failure = diverged.stdout.split("___ test_lookup ___")[1].split("short test summary")[0]
+    assert "machines/agent" not in failure  # the diff, not the engine's frames
+    assert len(failure.splitlines()) < 40
 
 
 def test_a_missing_cassette_says_how_to_record_it(tmp_path: Path) -> None:

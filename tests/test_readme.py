@@ -65,7 +65,7 @@ def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) 
         out = run_blocks([example], tmp_path, env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "done Fixed the typo."
+    assert lines[0] == "done: Fixed the typo."
     assert lines[1:4] == ["1 idle → thinking start", "2 thinking → executing_tool replied",
                           "3 executing_tool → thinking tools_done"]  # fmt: skip
     assert (tmp_path / "docs/index.md").read_text() == "Hello\n"
@@ -94,3 +94,13 @@ def test_every_python_block_of_the_readme_runs_in_order(tmp_path: Path) -> None:
     assert len(server.requests) == 6  # the replay made none
     assert (tmp_path / "cassettes/typo.jsonl").exists()
     assert "done Your invoice is under Settings → Billing." in out.stdout
+
+
+def test_the_example_without_a_key_prints_why_the_run_failed(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    out = run_blocks([python_blocks()[0]], tmp_path, env)
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.splitlines()[0]
+    assert first.startswith("failed: ModelError: model openai/gpt-4o-mini failed:"), first
+    assert "api_key" in first
+    assert "None" not in first

@@ -14,7 +14,7 @@ from loopstate import Agent, ScriptedModel, tool
 from loopstate.engine.models.scripted import call
 
 def test_the_plugin_has_not_imported_the_engine():
-    assert "loopstate.replay" not in sys.modules
+    assert "loopstate.engine.recording.recorder" not in sys.modules
 
 @tool
 def lookup(term: str) -> str:

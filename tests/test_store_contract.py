@@ -306,8 +306,22 @@ async def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
         await SQLiteStore(path).list_runs()
 
 
-def test_the_default_path_is_under_the_working_directory() -> None:
-    assert SQLiteStore().path == Path(".loopstate/runs.db")
+def test_the_default_path_is_in_the_nearest_project_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As git finds `.git`: the nearest directory up holding `.loopstate/`, `pyproject.toml`
+    or `.git`; else the working directory; `LOOPSTATE_DB` first of all."""
+    monkeypatch.delenv("LOOPSTATE_DB", raising=False)
+    root = tmp_path.resolve()
+    (root / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(root / "src" / "deep")
+    assert SQLiteStore().path == root / "src" / "deep" / ".loopstate/runs.db"
+    (root / "pyproject.toml").write_text("")
+    assert SQLiteStore().path == root / ".loopstate/runs.db"
+    (root / "src" / ".loopstate").mkdir()
+    assert SQLiteStore().path == root / "src" / ".loopstate/runs.db"
+    monkeypatch.setenv("LOOPSTATE_DB", str(tmp_path / "chosen.db"))
+    assert SQLiteStore().path == tmp_path / "chosen.db"
     assert isinstance(RunState(run_id="x"), RunState)
 
 

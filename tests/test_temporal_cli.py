@@ -71,8 +71,8 @@ async def test_the_cli_serves_starts_lists_decides_and_shows_a_temporal_run(
         client = await connect(temporal_address)
         await client.get_workflow_handle("cli-1").result()
         code, out, _ = await cli("temporal", "show", "cli-1", *where, cwd=tmp_path)
-        assert out.startswith("run cli-1 (agent): done, state done\n")
-        assert "output: said HI\\x1b[31M\\x1b[2J" in out
+        assert out.startswith("run cli-1 (agent): done, ")
+        assert "said HI\\x1b[31M\\x1b[2J" in out  # the answer, escaped
         assert "by cli:" in out
         code, out, _ = await cli(
             "diagram", "--run", "cli-1", "--db", f"temporal://{temporal_address}", cwd=tmp_path

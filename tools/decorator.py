@@ -5,12 +5,13 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, get_type_hints, overload
 
 from pydantic import ConfigDict, Field, create_model
 
-from loopstate.engine.errors import DefinitionError
+from loopstate.engine.errors import DefinitionError, ToolDefinitionWarning
 from loopstate.engine.tool import ApprovalPredicate, Tool, ToolContext
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -110,6 +111,7 @@ def _build(
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
     args_model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    _warn_if_vague(func, name, untyped=[p for p in fields if p not in hints], documented=summary)
     return Tool(
         name=name,
         description=description or summary or name,
@@ -118,6 +120,29 @@ def _build(
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(func),
         **options,
+    )
+
+
+def _warn_if_vague(
+    func: Callable[..., Any], name: str, *, untyped: list[str], documented: str
+) -> None:
+    """Warn, at the function's definition, about what the model will not be told."""
+    problems = []
+    if untyped:
+        listed = ", ".join(repr(p) for p in untyped)
+        problems.append(f"parameter {listed} has no type hint (the model sees no type and "
+                        "nothing is validated)")  # fmt: skip
+    if not documented:
+        problems.append("it has no docstring (the model sees only its name as description)")
+    if not problems:
+        return
+    code = getattr(func, "__code__", None)
+    warnings.warn_explicit(
+        f"tool {name!r}: {'; '.join(problems)}",
+        ToolDefinitionWarning,
+        filename=code.co_filename if code else "<unknown>",
+        lineno=code.co_firstlineno if code else 0,
+        module=getattr(func, "__module__", None),
     )
 
 

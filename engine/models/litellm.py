@@ -117,4 +117,9 @@ class LiteLLMModel:
         if request.tools:
             arguments["tools"] = [d.to_wire() for d in request.tools]
             arguments["tool_choice"] = request.tool_choice
+            # litellm routes every call with tools through its MCP gateway, which imports the
+            # whole `mcp` package (client and server: starlette, uvicorn, ...) and may run MCP
+            # tools itself. loopstate's tools are functions it runs itself, never the adapter:
+            # skipping the gateway keeps that true and makes litellm's `mcp` extra needless.
+            arguments["_skip_mcp_handler"] = True
         return arguments

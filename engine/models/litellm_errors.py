@@ -21,6 +21,13 @@ _OVERLOADED = 529
 
 
 def model_error(exc: Exception, model: str) -> ModelError:
+    if "LLM Provider NOT provided" in str(exc):  # litellm cannot route the name
+        return ModelError(
+            f"unknown model provider in {model!r}: start the name with its provider, e.g. "
+            "openai/gpt-4o-mini or anthropic/claude-sonnet-4-5 "
+            "(the list: https://docs.litellm.ai/docs/providers)",
+            error_type="unknown_provider",
+        )
     headers = getattr(exc, "litellm_response_headers", None)
     status = getattr(exc, "status_code", None)
     error = _error_object(exc)

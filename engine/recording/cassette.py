@@ -167,6 +167,10 @@ def dumps(record: dict[str, Any]) -> str:
 
 @dataclass
 class Cassette:
+    """A recorded run, as `Recorder` wrote it: a header and its records (model turns,
+    decisions, tool results, transitions, the outcome). `Cassette.load(path)` reads one and
+    checks it; `replay` plays it back."""
+
     header: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
     _turns: tuple[int, dict[int, dict[str, Any]]] | None = field(

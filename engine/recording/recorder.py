@@ -37,6 +37,11 @@ from loopstate.engine.state import CallRecord, RunState, Transition
 
 
 class Recorder(Hooks):
+    """A hook that records a run to a cassette at `path` (JSON lines): each model turn,
+    decision, tool result and transition, and the outcome; never API keys or headers.
+    `replay(path, agent)` plays it back offline. `model` names the model for the record
+    when it is not the agent's (e.g. a scripted model under a recording)."""
+
     def __init__(self, path: str | Path, *, model: Any = None) -> None:
         self.path = Path(path)
         self._model = model

@@ -25,9 +25,10 @@ from loopstate.engine.stores.codec import (
     summary_columns,
     transition_rows,
 )
+from loopstate.engine.stores.location import default_sqlite_path
 from loopstate.engine.stores.sqlite_errors import store_errors
 
-DEFAULT_PATH = Path(".loopstate") / "runs.db"
+DEFAULT_PATH = Path(".loopstate") / "runs.db"  # under the project directory (see `location`)
 DB_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 Durability = Literal["process", "power"]
@@ -70,7 +71,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 
 class SQLiteStore:
-    """Runs in a SQLite file (default `.loopstate/runs.db` under the working directory).
+    """Runs in a SQLite file (default: `LOOPSTATE_DB`, else `.loopstate/runs.db` in the nearest
+    directory up from the working directory holding `.loopstate/`, `pyproject.toml` or `.git`).
 
     `durability="process"` (default): everything committed before an effect survives the
     process being killed (WAL, `synchronous=NORMAL`). `"power"` also survives power loss, at
@@ -83,12 +85,12 @@ class SQLiteStore:
 
     def __init__(
         self,
-        path: str | Path = DEFAULT_PATH,
+        path: str | Path | None = None,
         *,
         durability: Durability = "process",
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(path) if path is not None else default_sqlite_path()
         self.durability = durability
         self.busy_timeout = busy_timeout
         self._db: sqlite3.Connection | None = None
@@ -352,5 +354,5 @@ class _Transaction:
 
 
 def open_store(path: str | Path | None = None) -> SQLiteStore:
-    """The SQLite store at `path`, or at `.loopstate/runs.db` under the working directory."""
-    return SQLiteStore(DEFAULT_PATH if path is None else path)
+    """The SQLite store at `path`, or the project's default (see `SQLiteStore`)."""
+    return SQLiteStore(path)

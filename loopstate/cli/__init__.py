@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+from loopstate.cli.stores import DB_HELP
 
 # Modules that add subcommands; each defines `register(subparsers) -> None` and sets
 # `func` on its parser (a callable taking the parsed namespace, returning an exit code).
@@ -20,9 +23,13 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from loopstate import __version__
+
     parser = argparse.ArgumentParser(
         prog="loopstate", description="Run, inspect, decide and draw loopstate agent runs."
     )
+    parser.add_argument("--version", action="version", version=f"loopstate {__version__}")
+    parser.add_argument("--db", default=None, metavar="DB", help=DB_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(subparsers)
@@ -31,7 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`loopstate runs list | head -1`): stop quietly. Python's own
+        # recipe: point stdout at devnull so the flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(f"\nloopstate {args.command}: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

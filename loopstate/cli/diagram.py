@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopstate.cli.stores import DB_HELP, DEFAULT_DB, close_store, open_store
-from loopstate.cli.text import shown
+from loopstate.cli.errors import report
+from loopstate.cli.lookup import resolve_run
+from loopstate.cli.stores import DB_HELP, add_db_option, close_store, db_of, open_store
 from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
 from loopstate.engine.errors import DefinitionError, LoopstateError
 
@@ -24,9 +25,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("target", nargs="?", help="machine name or module:Class")
     parser.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
     parser.add_argument("--run", help="draw this stored run on its machine")
-    parser.add_argument(
-        "--db", default=DEFAULT_DB, help=f"for --run: {DB_HELP}, or temporal://HOST:PORT[/NS]"
-    )
+    add_db_option(parser, help=f"for --run: {DB_HELP}, or temporal://HOST:PORT[/NS]")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     parser.add_argument("--all", metavar="DIR", help="regenerate Mermaid and SVG of every machine")
     parser.set_defaults(func=main)
@@ -40,8 +39,7 @@ def main(args: argparse.Namespace) -> int:
             return 0
         data = draw(args)
     except LoopstateError as exc:
-        print(shown(f"loopstate diagram: {exc}"), file=sys.stderr)
-        return 2
+        return report("diagram", exc)
     if args.output:
         Path(args.output).write_bytes(data)
     else:
@@ -53,7 +51,12 @@ def draw(args: argparse.Namespace) -> bytes:
     overlay = None
     target = args.target
     if args.run:
-        state = asyncio.run(_load(args.db, args.run))
+        state = asyncio.run(_load(db_of(args), args.run))
+        if target and target != state.machine and target in _shipped():
+            raise DefinitionError(
+                f"run {state.run_id} ran on the {state.machine} machine, not {target}: "
+                f"draw it with `loopstate diagram {state.machine} --run {args.run}`"
+            )
         target = target or state.machine
         overlay = overlay_of(state.transitions, state.state)
     if not target:
@@ -99,13 +102,19 @@ def machine_class(target: str) -> Any:
         raise DefinitionError(f"cannot load {target}: {exc}") from None
 
 
+def _shipped() -> set[str]:
+    from loopstate.machines import SHIPPED
+
+    return set(SHIPPED)  # the names only: no machine is imported
+
+
 async def _load(db: str, run_id: str) -> Any:
     if db.startswith("temporal://"):  # a run on Temporal: its state by Query
         from loopstate.temporal.client import load_state
 
         return await load_state(db, run_id)
-    store = open_store(db)
+    store = open_store(db, must_exist=True)
     try:
-        return await store.load(run_id)
+        return await store.load(await resolve_run(store, run_id))
     finally:
         await close_store(store)

@@ -82,6 +82,6 @@ async def _replay(tape: Cassette, agent: Any) -> Any:
 
 
 def _agent(spec: str) -> Any:
-    from loopstate.cli.runs import load_agent
+    from loopstate.cli.lookup import load_agent
 
     return load_agent(spec)

@@ -1,25 +1,32 @@
-"""`loopstate runs list|show`, `approve`, `deny`, `edit`, `abort`, `resume`: stored runs."""
+"""`loopstate runs list|show`, `approve`, `deny`, `edit`, `abort`, `resume`: stored runs.
+
+A run is named by its id or any unique prefix of it; the store by `--db` (before or after the
+command), `LOOPSTATE_DB`, or the nearest project's `.loopstate/runs.db`. These commands read an
+existing store: none of them creates one.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import getpass
-import importlib
 import json
 import sys
-from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from loopstate.cli.stores import DB_HELP, DEFAULT_DB, close_store, open_store
+from loopstate.cli.errors import report
+from loopstate.cli.lookup import load_agent, resolve_run
+from loopstate.cli.runs_view import show_json, show_lines, table
+from loopstate.cli.stores import add_db_option, close_store, db_of, open_store
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import as_decision
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
-from loopstate.engine.state import RunState
 from loopstate.engine.store import Store
 from loopstate.engine.stores.sqlite import DEFAULT_BUSY_TIMEOUT_S
+
+__all__ = ["load_agent", "register"]
 
 Command = Callable[[argparse.Namespace, Store], Coroutine[Any, Any, int]]
 
@@ -29,36 +36,40 @@ def register(subparsers: Any) -> None:
     which = runs.add_subparsers(dest="runs_command", required=True, metavar="SUBCOMMAND")
     listing = _command(which, "list", _list, help="runs, most recently updated first")
     listing.add_argument("--status", help="only runs with this status (e.g. awaiting_approval)")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (%(default)s)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
-    show = _command(which, "show", _show, help="one run: state, transitions, pending calls")
-    show.add_argument("run")
-    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show = _command(which, "show", _show, help="one run: conversation, tool calls, transitions")
+    show.add_argument("run", help="a run id, or a unique start of one")
+    show.add_argument("--json", action="store_true", help="the whole stored run, as JSON")
 
     for name, helptext in (
-        ("approve", "approve a pending call"),
-        ("deny", "deny a pending call; the model sees the reason"),
+        ("approve", "approve a pending call (or --all of them)"),
+        ("deny", "deny a pending call (or --all); the model sees the reason"),
         ("edit", "run a pending call with other arguments"),
     ):
         parser = _command(subparsers, name, _decide, help=helptext)
-        parser.add_argument("run")
-        parser.add_argument("call")
+        parser.add_argument("run", help="a run id, or a unique start of one")
+        parser.add_argument("call", nargs="?" if name != "edit" else None, help="the call id")
+        if name != "edit":
+            parser.add_argument("--all", action="store_true", help="every pending call")
         parser.add_argument("--actor", default=f"cli:{_user()}", help="who decides (audit)")
         if name == "deny":
             parser.add_argument("--reason", required=True)
         if name == "edit":
             parser.add_argument("--args", required=True, help="the new arguments, a JSON object")
     abort = _command(subparsers, "abort", _abort, help="end a suspended run: no further step")
-    abort.add_argument("run")
+    abort.add_argument("run", help="a run id, or a unique start of one")
     abort.add_argument("--reason", required=True)
     abort.add_argument("--actor", default=f"cli:{_user()}")
     resume = _command(
         subparsers, "resume", _resume, help="continue a run with its recorded decisions"
     )
-    resume.add_argument("run")
+    resume.add_argument("run", help="a run id, or a unique start of one")
     resume.add_argument(
         "--agent",
         required=True,
-        help="module:attr of the Agent or Flow (or a function returning one)",
+        help="module:attr of the Agent or Flow (or a function returning one); "
+        "modules in the working directory are found",
     )
     resume.add_argument(
         "--message",
@@ -69,7 +80,7 @@ def register(subparsers: Any) -> None:
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
     parser = subparsers.add_parser(name, **kwargs)
-    parser.add_argument("--db", default=DEFAULT_DB, help=DB_HELP)
+    add_db_option(parser)
     parser.add_argument(
         "--busy-timeout",
         type=float,
@@ -85,73 +96,52 @@ def _main(run: Command, args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_with_store(run, args))
     except LoopstateError as exc:
-        print(shown(f"loopstate {args.command}: {exc}"), file=sys.stderr)
-        return 2
+        return report(args.command, exc)
 
 
 async def _with_store(run: Command, args: argparse.Namespace) -> int:
-    store = open_store(args.db, busy_timeout=args.busy_timeout)
+    store = open_store(db_of(args), busy_timeout=args.busy_timeout, must_exist=True)
     try:
+        if getattr(args, "run", None) is not None:
+            args.run = await resolve_run(store, args.run)
         return await run(args, store)
     finally:
         await close_store(store)
 
 
 async def _list(args: argparse.Namespace, store: Store) -> int:
-    runs = await store.list_runs(status=args.status)
+    runs = await store.list_runs(status=args.status, limit=args.limit)
+    states = [await store.load(r.run_id) for r in runs]
     if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
+        print(json.dumps([_listed(s) for s in states], indent=2, ensure_ascii=False))
         return 0
-    if not runs:
-        print("no runs")
-    for r in runs:
-        pending = f"  {r.pending} pending" if r.pending else ""
-        print(shown(f"{r.run_id}  {r.status:<17} {r.state:<17} steps {r.steps}{pending}"))
+    if not states:
+        where = f" with status {args.status}" if args.status else ""
+        print(f"no runs{where}", file=sys.stderr)
+        return 0
+    print("\n".join(table(states)))
     return 0
 
 
-async def _show(args: argparse.Namespace, store: Store) -> int:
-    state = await store.load(args.run)
-    if args.json:
-        print(json.dumps(_summary(state), indent=2))
-        return 0
-    s = _summary(state)
-    print(shown(f"run {state.run_id} ({state.machine}): {state.status}, state {state.state}"))
-    if state.stop_reason or state.error:
-        print(shown(f"  stop reason: {state.stop_reason}  error: {state.error}"))
-    print(shown(f"  history: {s['history']}; steps {state.steps}; usage {s['usage']}"))
-    print("transitions:")
-    for t in state.transitions:
-        who = f" by {t.actor}" if t.actor else ""
-        why = f" ({t.reason})" if t.reason else ""
-        print(shown(f"  {t.seq:>3} {t.source} → {t.target} [{t.event}]{who}{why}"))
-    if state.pending:
-        print("pending approvals:")
-        queued = {q.call_id: q for q in state.inbox}
-        for p in state.pending:
-            mark = f"  (decided: {queued[p.call_id].decision.kind})" if p.call_id in queued else ""
-            print(shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{mark}"))
-    if state.output:
-        print(shown(f"output: {state.output}"))
-    return 0
-
-
-def _summary(state: RunState) -> dict[str, Any]:
+def _listed(state: Any) -> dict[str, Any]:
     return {
         "run_id": state.run_id,
         "machine": state.machine,
         "status": state.status,
         "state": state.state,
         "steps": state.steps,
+        "pending": len(state.pending),
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
         "stop_reason": state.stop_reason,
-        "error": state.error,
-        "output": state.output,
-        "usage": state.usage.model_dump(),
-        "history": dict(Counter(m.role for m in state.messages)),
-        "transitions": [t.model_dump(mode="json") for t in state.transitions],
-        "pending": [p.model_dump(mode="json") for p in state.pending],
-        "queued_decisions": [q.model_dump(mode="json") for q in state.inbox],
+        "prompt": next((m.content for m in state.messages if m.role == "user"), None),
     }
+
+
+async def _show(args: argparse.Namespace, store: Store) -> int:
+    state = await store.load(args.run)
+    print(show_json(state) if args.json else "\n".join(show_lines(state)))
+    return 0
 
 
 async def _decide(args: argparse.Namespace, store: Store) -> int:
@@ -163,9 +153,26 @@ async def _decide(args: argparse.Namespace, store: Store) -> int:
     if args.command == "edit":
         form["arguments"] = _json_object(args.args)
     decision = as_decision(form)  # the one parser of decisions: an edit is checked here
-    await queue_decision(store, args.run, args.call, decision, actor=args.actor)
-    print(shown(f"{args.command} recorded for {args.call} of run {args.run}; it applies at resume"))
+    for call in await _calls(args, store):
+        await queue_decision(store, args.run, call, decision, actor=args.actor)
+        print(shown(f"{args.command} recorded for {call} of run {args.run}; applies at resume"))
+    print(f"continue the run with: loopstate resume {args.run} --agent MODULE:ATTR")
     return 0
+
+
+async def _calls(args: argparse.Namespace, store: Store) -> list[str]:
+    """The call the command names, or with `--all` every call still waiting."""
+    every = getattr(args, "all", False)
+    if every == (args.call is not None):
+        raise DefinitionError(f"{args.command} takes a CALL or --all (one of the two)")
+    if args.call is not None:
+        return [str(args.call)]
+    state = await store.load(args.run)
+    queued = {q.call_id for q in state.inbox}
+    calls = [p.call_id for p in state.pending if p.call_id not in queued]
+    if not calls:
+        raise DefinitionError(f"run {args.run} has no call waiting for a decision")
+    return calls
 
 
 async def _abort(args: argparse.Namespace, store: Store) -> int:
@@ -190,31 +197,15 @@ async def _resume(args: argparse.Namespace, store: Store) -> int:
 def _print_result(result: RunResult) -> None:
     for t in result.transitions:
         print(shown(f"  [{t.seq:>2}] {t.source} → {t.target}"))
-    print(
-        shown(f"status: {result.status}   stop reason: {result.stop_reason}   run: {result.run_id}")
-    )
+    print(shown(f"status: {result.status}   run: {result.run_id}"))
+    if result.stop_reason:
+        print(shown(f"stop reason: {result.stop_reason}"))
+    if result.failure is not None:
+        print(shown(f"failed: {result.failure.error}"))
     for p in result.pending:
         print(shown(f"  pending: {p.call_id} {p.tool} {shown_json(p.arguments)}"))
     if result.output:
         print(shown(f"answer: {result.output}"))
-
-
-def load_agent(spec: str) -> Any:
-    """The Agent or Flow at module:attr (or returned by the function there)."""
-    from loopstate.machines.agent import Agent
-    from loopstate.machines.flows import Flow
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise DefinitionError(f"--agent takes module:attr, not {spec!r}")
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise DefinitionError(f"cannot load the agent {spec}: {exc}") from None
-    agent = target() if callable(target) and not isinstance(target, Agent | Flow) else target
-    if not isinstance(agent, Agent | Flow):
-        raise DefinitionError(f"{spec} is not an Agent or a Flow (nor a function returning one)")
-    return agent
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -1,30 +1,48 @@
-"""The store a command's `--db` names: a `postgresql://` URL, or else a SQLite file."""
+"""The store a command works on: `--db` (before or after the subcommand), else `LOOPSTATE_DB`,
+else `.loopstate/runs.db` of the nearest project directory, found as git finds `.git`."""
 
 from __future__ import annotations
 
+import argparse
 import inspect
+from pathlib import Path
 from typing import Any
 
-from loopstate.engine.errors import DefinitionError
+from loopstate.engine.errors import LoopstateError
 from loopstate.engine.store import Store
-from loopstate.engine.stores.sqlite import DEFAULT_PATH, SQLiteStore
+from loopstate.engine.stores.location import ENV_VAR, default_db, is_url, store_at
 
-DB_HELP = "the store: a SQLite file or a postgresql:// URL (%(default)s)"
-DEFAULT_DB = str(DEFAULT_PATH)
+DB_HELP = (
+    f"the store: a SQLite file or a postgresql:// URL (default: ${ENV_VAR}, else "
+    ".loopstate/runs.db in the nearest directory up holding .loopstate/, pyproject.toml or .git)"
+)
 
 
-def open_store(db: str, *, busy_timeout: float | None = None) -> Store:
-    """`PostgresStore` for a `postgresql://` or `postgres://` URL, else `SQLiteStore`
-    (waiting up to `busy_timeout` seconds for another process holding the file)."""
-    if db.startswith(("postgresql://", "postgres://")):
-        try:
-            from loopstate.engine.stores.postgres import PostgresStore
-        except ImportError as exc:
-            raise DefinitionError(str(exc)) from None
-        return PostgresStore(db)
-    if busy_timeout is None:
-        return SQLiteStore(db)
-    return SQLiteStore(db, busy_timeout=busy_timeout)
+class NoStore(LoopstateError):
+    """The command reads runs, and there is no store where it looked."""
+
+
+def add_db_option(parser: argparse.ArgumentParser, *, help: str = DB_HELP) -> None:
+    """`--db` on a subcommand; given before the subcommand (`loopstate --db X runs list`)
+    it stays unless the subcommand's own `--db` is given too."""
+    parser.add_argument("--db", default=argparse.SUPPRESS, metavar="DB", help=help)
+
+
+def db_of(args: argparse.Namespace) -> str:
+    """The store `args` name, or the default one."""
+    db: str | None = getattr(args, "db", None)
+    return db or default_db()
+
+
+def open_store(db: str, *, busy_timeout: float | None = None, must_exist: bool = False) -> Store:
+    """The store at `db`. With `must_exist`, a SQLite file that is not there is a `NoStore`
+    error rather than a new empty file (reading commands never create a store)."""
+    if must_exist and not is_url(db) and not Path(db).exists():
+        raise NoStore(
+            f"no store at {db} (nothing has run here yet); "
+            f"pass --db PATH or set {ENV_VAR} to the store your runs are in"
+        )
+    return store_at(db, busy_timeout=busy_timeout)
 
 
 async def close_store(store: Any) -> None:

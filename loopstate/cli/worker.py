@@ -8,7 +8,8 @@ import signal
 import sys
 from typing import Any
 
-from loopstate.cli.stores import DB_HELP, DEFAULT_DB, close_store, open_store
+from loopstate.cli.errors import report
+from loopstate.cli.stores import add_db_option, close_store, db_of, open_store
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.store import DEFAULT_LEASE_S
 
@@ -24,7 +25,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--agent", required=True, help="module:attr of the Agent or Flow (or a function)"
     )
-    parser.add_argument("--db", default=DEFAULT_DB, help=DB_HELP)
+    add_db_option(parser)
     parser.add_argument("--concurrency", type=int, default=4, help="runs resumed at once")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between empty claims")
     parser.add_argument(
@@ -37,17 +38,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         resumed = asyncio.run(_serve(args))
     except LoopstateError as exc:
-        print(f"loopstate worker: {exc}", file=sys.stderr)
-        return 2
+        return report("worker", exc)
     print(f"loopstate worker: stopped after resuming {resumed} runs", file=sys.stderr)
     return 0
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from loopstate.cli.runs import load_agent
+    from loopstate.cli.lookup import load_agent
     from loopstate.worker import Worker
 
-    store = open_store(args.db)
+    store = open_store(db_of(args))
     try:
         target = load_agent(args.agent).clone(store=store, lease_s=args.lease)
         worker = Worker(target, concurrency=args.concurrency, poll_s=args.poll, lease_s=args.lease)

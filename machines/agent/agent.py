@@ -23,8 +23,10 @@ from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.sync import blocking
 from loopstate.engine.tool import Tool
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
+from loopstate.machines.agent.fit import check_instructions, check_tools
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
 from loopstate.tools.registry import ToolRegistry
@@ -35,7 +37,7 @@ class Agent:
 
     `model` is a litellm model name (e.g. `"openai/gpt-4o-mini"`) or a model object such as
     `LiteLLMModel(...)` or `ScriptedModel([...])`. Runs are kept in `store`: by default a
-    `SQLiteStore` at `.loopstate/runs.db` under the working directory (pass `MemoryStore()`
+    `SQLiteStore` at `.loopstate/runs.db` of the project (see `SQLiteStore`; pass `MemoryStore()`
     for runs that need not outlive the process). Without an `approver` (or when it leaves a
     call undecided), a run that reaches a gated call suspends: `run()` returns with
     `status == "awaiting_approval"` and `resume()` continues it, in any process that uses
@@ -149,8 +151,19 @@ class Agent:
         return RunResult.of(core.state, tuple(core.events))
 
     def run_sync(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
-        """`run` for code that is not async (not from inside a running event loop)."""
-        return asyncio.run(self.run(prompt, run_id=run_id))
+        """`run` for code that is not async. Inside a running event loop (a notebook, an
+        async function) it raises `RuntimeError`: `await agent.run(...)` there instead."""
+        return blocking(self.run(prompt, run_id=run_id), instead="agent.run(...)")
+
+    def resume_sync(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None = None,
+        *,
+        actor: str = "resume",
+    ) -> RunResult:
+        """`resume` for code that is not async (same rules as `run_sync`)."""
+        return blocking(self.resume(run_id, decisions, actor=actor), instead="agent.resume(...)")
 
     async def resume(
         self,
@@ -193,6 +206,8 @@ class Agent:
         core = self._core(state, owner, feed)
         async with core.holding():
             _check_resumable(state, decisions, message)
+            check_tools(state, self._loop.tools)
+            check_instructions(state, self.instructions)
             loop = LoopSteps(core, self._turn(state))
             recovered: tuple[str, ...] = ()
             if message is not None and state.state == AgentLoop.done.id:

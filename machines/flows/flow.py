@@ -23,6 +23,7 @@ from loopstate.engine.options import RunOptions
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.machines.agent.agent import as_model
+from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine
@@ -146,6 +147,9 @@ class Flow:
         core = self._core(state, owner)
         async with core.holding():
             _check_resumable(state, self.name, message=message, decisions=decisions)
+            if state.phase in self.phases:
+                who = f"phase {state.phase} of flow {self.name}"
+                check_tools(state, self.phases[state.phase].tools, who=who)
             steps = FlowSteps(core, self._config)
             recovered: tuple[str, ...] = ()
             if message is not None:

@@ -1,0 +1,75 @@
+"""`loopstate demo` in a real pseudo-terminal, as a person types at it: a schema-breaking edit
+is asked again, Ctrl-C and Ctrl-D at the prompt abort the run cleanly, a deny is announced."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+PROMPT = r"\[a\]pprove, \[d\]eny, \[e\]dit arguments, a\[b\]ort\? "
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> pexpect.spawn:
+    child = pexpect.spawn(sys.executable, ["-m", "loopstate", "demo"], cwd=str(tmp_path),
+                          encoding="utf-8", timeout=30, dimensions=(40, 200))  # fmt: skip
+    child.expect(PROMPT)
+    yield child
+    child.close(force=True)
+
+
+def finished(child: pexpect.spawn) -> str:
+    """Everything the demo printed until it exited; asserts no traceback."""
+    child.expect(pexpect.EOF)
+    child.close()
+    text: str = child.before
+    assert "Traceback" not in text
+    return text
+
+
+def test_an_edit_that_breaks_the_schema_gets_the_field_error_and_is_asked_again(
+    demo: pexpect.spawn,
+) -> None:
+    demo.sendline("e")
+    demo.expect("new arguments as JSON: ")
+    demo.sendline('{"path": "notes.md"}')
+    demo.expect("content: Field required")
+    demo.expect("the edit does not fit the tool's arguments; try again")
+    demo.expect(PROMPT)
+    demo.sendline("e")
+    demo.expect("new arguments as JSON: ")
+    demo.sendline('{"path": "notes.md", "content": "edited\\n"}')
+    out = finished(demo)
+    assert "notes.md now reads: 'edited\\n'" in out
+    assert "status: done" in out
+    assert demo.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_aborts_the_run_and_the_demo_exits_at_once(
+    demo: pexpect.spawn,
+) -> None:
+    demo.sendintr()
+    out = finished(demo)
+    assert "awaiting_approval → aborted" in out
+    assert "stop reason: aborted: interrupted at the prompt (Ctrl-C)" in out
+    assert demo.exitstatus == 0
+
+
+def test_ctrl_d_at_the_prompt_aborts_the_run(demo: pexpect.spawn) -> None:
+    demo.sendeof()
+    out = finished(demo)
+    assert "stop reason: aborted: no answer: the terminal closed" in out
+    assert demo.exitstatus == 0
+
+
+def test_a_deny_is_announced_before_the_loop_goes_on(demo: pexpect.spawn) -> None:
+    demo.sendline("d")
+    demo.expect("reason for the model: ")
+    demo.sendline("keep the typo")
+    out = finished(demo)
+    assert "write denied (keep the typo)" in out
+    assert out.index("write denied") < out.index("awaiting_approval → executing_tool")
+    assert "answer: I left notes.md unchanged: the reviewer said 'keep the typo'." in out
