@@ -14,6 +14,7 @@ COMMANDS = (
     "loopstate.cli.diagram",
     "loopstate.cli.replay",
     "loopstate.cli.runs",
+    "loopstate.cli.serve",
     "loopstate.cli.worker",
 )
 

@@ -1,0 +1,72 @@
+"""`loopstate serve`: the HTTP API and the approval pages for some agents, on one store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from typing import Any
+
+from loopstate.cli.stores import DB_HELP, DEFAULT_DB, open_store
+from loopstate.cli.text import shown
+from loopstate.engine.errors import DefinitionError, LoopstateError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the HTTP API and the approval inbox for some agents",
+        description="Serve the agents over HTTP (needs `pip install 'loopstate[service]'`). "
+        "Requests need the token: --token, else $LOOPSTATE_TOKEN, else one generated and "
+        "printed at start. Open the printed /ui/ address to see the approval inbox.",
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        required=True,
+        help="[name=]module:attr of an Agent or Flow (repeatable; the name defaults to attr)",
+    )
+    parser.add_argument("--db", default=DEFAULT_DB, help=DB_HELP)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port (%(default)s)")
+    parser.add_argument("--token", help="the bearer token (default: $LOOPSTATE_TOKEN or random)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        app, token = build(args)
+    except LoopstateError as exc:
+        print(shown(f"loopstate serve: {exc}"), file=sys.stderr)
+        return 2
+    import uvicorn
+
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"loopstate serve: http://{host}:{args.port}/ui/?token={token}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    return 0
+
+
+def build(args: argparse.Namespace) -> tuple[Any, str]:
+    try:
+        from loopstate.service import Service, create_app
+    except ImportError as exc:
+        raise DefinitionError(
+            f"loopstate serve needs the service extra ({exc.name} is missing): "
+            "pip install 'loopstate[service]'"
+        ) from None
+    from loopstate.cli.runs import load_agent
+
+    store = open_store(args.db)
+    agents = {}
+    for spec in args.agent:
+        name, _, target = spec.rpartition("=")
+        agent = load_agent(target)
+        agents[name or target.rpartition(":")[2]] = agent.clone(store=store)
+    token = args.token or os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
+    try:
+        service = Service(agents, store=store, token=token)
+    except ValueError as exc:
+        raise DefinitionError(str(exc)) from None
+    return create_app(service), token
