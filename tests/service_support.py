@@ -96,3 +96,35 @@ def wait_for(check: Any, *, within: float = 15.0, every: float = 0.05) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {within} s: {check.__doc__ or check}")
         time.sleep(every)
+
+
+@dataclass(frozen=True)
+class Sse:
+    id: str | None
+    event: str
+    data: str
+
+
+def read_events(
+    client: httpx.Client, path: str, count: int, *, last_event_id: str | None = None
+) -> list[Sse]:
+    """The first `count` events (comments skipped) of the SSE stream at `path`; then the
+    connection is closed, as a client that goes away would."""
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    events: list[Sse] = []
+    fields: dict[str, str] = {}
+    with client.stream("GET", path, headers=headers, timeout=20) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line:
+                if "data" in fields:
+                    events.append(Sse(fields.get("id"), fields.get("event", "message"), fields["data"]))
+                    if len(events) == count:
+                        return events
+                fields = {}
+            elif not line.startswith(":"):
+                name, _, value = line.partition(":")
+                fields[name] = value.removeprefix(" ")
+    return events
