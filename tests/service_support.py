@@ -120,7 +120,9 @@ def read_events(
         for line in response.iter_lines():
             if not line:
                 if "data" in fields:
-                    events.append(Sse(fields.get("id"), fields.get("event", "message"), fields["data"]))
+                    events.append(
+                        Sse(fields.get("id"), fields.get("event", "message"), fields["data"])
+                    )
                     if len(events) == count:
                         return events
                 fields = {}

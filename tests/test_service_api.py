@@ -47,7 +47,8 @@ def problem(response: httpx.Response, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
     body: dict[str, Any] = response.json()
-    assert body["status"] == status and body["detail"]
+    assert body["status"] == status
+    assert body["detail"]
     return body
 
 
@@ -58,10 +59,12 @@ def test_a_run_waits_in_the_inbox_then_continues_and_finishes_once_decided(
     assert {i["tool"] for i in items} == {"charge", "send_email"}
     charge = next(i for i in items if i["tool"] == "charge")
     email = next(i for i in items if i["tool"] == "send_email")
-    assert charge["arguments"] == {"amount": 5} and charge["reason"]
+    assert charge["arguments"] == {"amount": 5}
+    assert charge["reason"]
 
     first = decide(client, charge, "k1")
-    assert first.status_code == 200 and first.json()["continues"] is False
+    assert first.status_code == 200
+    assert first.json()["continues"] is False
     assert client.get(f"/api/runs/{run_id}").json()["status"] == "awaiting_approval"
     second = decide(client, email, "k2", decision="deny", reason="not now")
     assert second.json()["continues"] is True
@@ -77,7 +80,8 @@ def test_a_run_waits_in_the_inbox_then_continues_and_finishes_once_decided(
     calls = {c["tool"]: (c["status"], c["decision"], c["decided_by"]) for c in run["calls"]}
     assert calls == {"charge": ("succeeded", "approve", "http"),
                      "send_email": ("denied", "deny", "http")}  # fmt: skip
-    assert run["output"] == "all done" and run["pending"] == []
+    assert run["output"] == "all done"
+    assert run["pending"] == []
     summaries = client.get("/api/runs", params={"status": "done"}).json()["items"]
     assert run_id in [s["run_id"] for s in summaries]
 
@@ -93,18 +97,23 @@ def test_every_refusal_has_its_status(client: httpx.Client, server: Server) -> N
     with server.client(Authorization="Bearer wrong") as wrong:
         problem(wrong.get("/api/approvals"), 401)
     with server.client(Origin="https://evil.example") as foreign:
-        problem(foreign.post(path, json={"decision": "approve"}, headers={"Idempotency-Key": "x"}), 403)
+        problem(
+            foreign.post(path, json={"decision": "approve"}, headers={"Idempotency-Key": "x"}), 403
+        )
     problem(client.get("/api/runs/nope"), 404)
     problem(decide(client, {**charge, "call_id": "call_9_9"}, "k404"), 404)
     problem(decide(client, charge, "stale", digest="0000000000000000"), 409)
-    invalid = problem(decide(client, charge, "bad-edit", decision="edit", arguments={"amount": "x"}), 422)
+    invalid = problem(
+        decide(client, charge, "bad-edit", decision="edit", arguments={"amount": "x"}), 422
+    )
     assert invalid["errors"] == [{"field": "amount", "message": "'x' is not of type 'integer'"}]
     missing = problem(decide(client, charge, "missing", decision="edit", arguments={}), 422)
     assert missing["errors"][0]["field"] == "amount"
 
     assert decide(client, charge, "k-approve").status_code == 200
     again = decide(client, charge, "k-approve")  # same key, same body: the first answer
-    assert again.status_code == 200 and again.json()["call_id"] == charge["call_id"]
+    assert again.status_code == 200
+    assert again.json()["call_id"] == charge["call_id"]
     problem(decide(client, charge, "k-approve", decision="deny", reason="no"), 422)
     problem(decide(client, charge, "k-other"), 409)  # already decided
     problem(client.post("/api/agents/nobody/runs", json={"prompt": "x"}), 404)
@@ -114,7 +123,8 @@ def test_every_refusal_has_its_status(client: httpx.Client, server: Server) -> N
     problem(decide(client, email, "after-abort"), 409)  # the run has ended
     problem(client.post(f"/api/runs/{run_id}/abort", json={"reason": "again"}), 409)
     run = client.get(f"/api/runs/{run_id}").json()
-    assert run["status"] == "aborted" and run["transitions"][-1]["actor"] == "http"
+    assert run["status"] == "aborted"
+    assert run["transitions"][-1]["actor"] == "http"
 
 
 def test_twenty_concurrent_decisions_on_one_call_apply_once(
@@ -141,25 +151,33 @@ def test_twenty_concurrent_decisions_on_one_call_apply_once(
     assert decide(client, email, "email").status_code == 200
     wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["status"] == "done")
     effects = (server.log.parent / "effects.txt").read_text().splitlines()
-    assert [line for line in effects if line.startswith(run_id)] == [f"{run_id} {charge['call_id']} 5"]
+    assert [line for line in effects if line.startswith(run_id)] == [
+        f"{run_id} {charge['call_id']} 5"
+    ]
 
 
 def test_pages_take_the_token_once_and_refuse_other_origins(server: Server) -> None:
     with httpx.Client(base_url=server.url) as browser:
         problem(browser.get("/ui/"), 401)
         landing = browser.get("/ui/?token=test-token-123")
-        assert landing.status_code == 303 and landing.headers["location"] == "/ui/"
+        assert landing.status_code == 303
+        assert landing.headers["location"] == "/ui/"
         assert "HttpOnly" in landing.headers["set-cookie"]
         page = browser.get("/ui/")
-        assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+        assert page.status_code == 200
+        assert "script-src 'self'" in page.headers["content-security-policy"]
         assert browser.get("/api/approvals").status_code == 200  # the cookie
         refused = browser.post(
-            "/api/agents/agent/runs", json={"prompt": "x"}, headers={"Origin": "http://attacker.test"}
+            "/api/agents/agent/runs",
+            json={"prompt": "x"},
+            headers={"Origin": "http://attacker.test"},
         )
         problem(refused, 403)
         fetched = browser.post(
             "/api/agents/agent/runs", json={"prompt": "x"}, headers={"Sec-Fetch-Site": "cross-site"}
         )
         problem(fetched, 403)
-        same = browser.post("/api/agents/agent/runs", json={"prompt": "x"}, headers={"Origin": server.url})
+        same = browser.post(
+            "/api/agents/agent/runs", json={"prompt": "x"}, headers={"Origin": server.url}
+        )
         assert same.status_code == 202

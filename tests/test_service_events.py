@@ -35,13 +35,16 @@ def received(events: list[Any]) -> list[dict[str, Any]]:
     out = []
     for e in events:
         data = json.loads(e.data)
-        assert e.event == "transition" and e.id == str(data["seq"])
+        assert e.event == "transition"
+        assert e.id == str(data["seq"])
         out.append({k: v for k, v in data.items() if k != "status"})
     return out
 
 
 def test_a_reconnect_with_last_event_id_gets_exactly_what_it_missed(tmp_path: Path) -> None:
-    server = start(tmp_path / "runs.db", tmp_path / "fx", tmp_path / "log", LOOPSTATE_TEST_HOLD="0.5")
+    server = start(
+        tmp_path / "runs.db", tmp_path / "fx", tmp_path / "log", LOOPSTATE_TEST_HOLD="0.5"
+    )
     try:
         with server.client() as client:
             run_id, items = start_run(client)
@@ -90,8 +93,10 @@ def test_a_stream_says_when_to_reconnect_and_echoes_no_credentials(tmp_path: Pat
                     if b"id: 2" in head:
                         break
             text = head.decode()
-            assert "retry: 1000" in text and "id: 1" in text
-            assert TOKEN not in text and "Bearer" not in text  # never echoed
+            assert "retry: 1000" in text
+            assert "id: 1" in text
+            assert TOKEN not in text
+            assert "Bearer" not in text
             bad = client.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "x"})
             assert bad.status_code == 400
             assert client.get("/api/runs/none/events").status_code == 404

@@ -41,7 +41,7 @@ async def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
         await asyncio.sleep(0.02)
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
@@ -67,7 +67,9 @@ async def test_the_authorize_hook_names_the_actor_in_the_audit_trail(url: str) -
         for item in items:
             path = f"/api/runs/{run_id}/calls/{item['call_id']}/decision"
             body = {"decision": "approve", "digest": item["digest"]}
-            assert (await alice.post(path, json=body, headers={"Idempotency-Key": item["call_id"]})).is_success
+            assert (
+                await alice.post(path, json=body, headers={"Idempotency-Key": item["call_id"]})
+            ).is_success
         run: dict[str, object] = {}
         for _ in range(200):
             run = (await alice.get(f"/api/runs/{run_id}")).json()

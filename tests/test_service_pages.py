@@ -35,7 +35,9 @@ def browser_page(tmp_path: Path) -> Iterator[Any]:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         dialogs: list[str] = []
-        context.on("page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss())))
+        context.on(
+            "page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        )
         page = context.new_page()
         page.dialogs = dialogs
         yield page
@@ -44,7 +46,9 @@ def browser_page(tmp_path: Path) -> Iterator[Any]:
 
 def start_run(client: httpx.Client) -> str:
     run_id: str = client.post("/api/agents/agent/runs", json={"prompt": "pay"}).json()["run_id"]
-    wait_for(lambda: len(client.get("/api/approvals", params={"run_id": run_id}).json()["items"]) == 2)
+    wait_for(
+        lambda: len(client.get("/api/approvals", params={"run_id": run_id}).json()["items"]) == 2
+    )
     return run_id
 
 
@@ -70,7 +74,10 @@ def test_a_person_decides_in_the_inbox_and_watches_the_run_live(
         email.get_by_role("button", name="Deny").click()
         wait_for(lambda: client.get(f"/api/runs/{first}").json()["status"] == "done")
         run = client.get(f"/api/runs/{first}").json()
-        assert {c["tool"]: c["decision"] for c in run["calls"]} == {"charge": "approve", "send_email": "deny"}
+        assert {c["tool"]: c["decision"] for c in run["calls"]} == {
+            "charge": "approve",
+            "send_email": "deny",
+        }
         assert "not to ops" in run["messages"][-2]["content"]
 
         charge = card(page, second, "charge")

@@ -44,7 +44,9 @@ def main(args: argparse.Namespace) -> int:
 
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"loopstate serve: http://{host}:{args.port}/ui/?token={token}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5
+    )
     return 0
 
 

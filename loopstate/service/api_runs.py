@@ -51,7 +51,7 @@ async def load(service: Service, run_id: str) -> RunState:
         raise Problem(404, f"no run {run_id!r}") from None
 
 
-def routes(service: Service) -> APIRouter:  # noqa: C901 - one closure per endpoint
+def routes(service: Service) -> APIRouter:
     router = APIRouter(prefix="/api")
     guard = service.guard
 

@@ -113,11 +113,11 @@ async def _all_stream(service: Service) -> AsyncIterator[ServerSentEvent]:
         service.hub.unsubscribe(None, queue)
 
 
-async def _next(queue: asyncio.Queue[Notice], timeout: float) -> Notice | None:
-    if timeout <= 0:
+async def _next(queue: asyncio.Queue[Notice], within: float) -> Notice | None:
+    if within <= 0:
         return None
     try:
-        return await asyncio.wait_for(queue.get(), timeout)
+        return await asyncio.wait_for(queue.get(), within)
     except TimeoutError:
         return None
 
@@ -133,7 +133,13 @@ def _notice_view(notice: Notice) -> dict[str, Any]:
 def _diagram(state: Any, fmt: str) -> str | bytes:
     from loopstate.cli.diagram import machine_class
     from loopstate.engine.diagram import (
-        GraphvizFailed, GraphvizNotFound, graph_of, overlay_of, render, to_dot, to_mermaid,
+        GraphvizFailed,
+        GraphvizNotFound,
+        graph_of,
+        overlay_of,
+        render,
+        to_dot,
+        to_mermaid,
     )  # fmt: skip
 
     try:

@@ -23,8 +23,10 @@ def check_decision(state: RunState, call_id: str, body: DecisionBody) -> RunStat
         raise Problem(404, f"run {state.run_id} has no call {call_id!r}")
     if state.state != "awaiting_approval":
         raise Problem(409, f"run {state.run_id} is {state.status}, not awaiting approval")
-    if call not in state.batch or call.status != "awaiting" or any(
-        q.call_id == call_id for q in state.inbox
+    if (
+        call not in state.batch
+        or call.status != "awaiting"
+        or any(q.call_id == call_id for q in state.inbox)
     ):
         raise Problem(409, f"call {call_id} is already decided")
     if body.decision != "abort" and body.digest is None:

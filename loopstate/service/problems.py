@@ -42,7 +42,9 @@ class Problem(Exception):
 
     def response(self) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
-        return JSONResponse(self.body(), status_code=self.status, media_type=PROBLEM, headers=headers)
+        return JSONResponse(
+            self.body(), status_code=self.status, media_type=PROBLEM, headers=headers
+        )
 
 
 async def problem_handler(request: Request, exc: Exception) -> JSONResponse:
