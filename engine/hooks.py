@@ -15,6 +15,7 @@ from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.events import Event
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.state import CallRecord, RunState, Transition
+from loopstate.engine.streaming import TextDelta, ToolCallDelta
 
 
 class Hooks:
@@ -51,6 +52,13 @@ class Hooks:
     async def on_event(self, event: Event) -> None:
         """Every event, including those above, as typed data."""
 
+    async def on_text_delta(self, delta: TextDelta) -> None:
+        """A piece of the model's text as it streams. Defining this (or `on_tool_call_delta`)
+        makes the run's model calls stream, when the model can; deltas are never stored."""
+
+    async def on_tool_call_delta(self, delta: ToolCallDelta) -> None:
+        """A piece of a tool call as it streams (its arguments arrive in fragments)."""
+
 
 _METHODS = tuple(name for name in vars(Hooks) if name.startswith(("on_", "before_", "after_")))
 
@@ -73,6 +81,10 @@ class HookChain(Hooks):
         self._by_method: dict[str, tuple[Hooks, ...]] = {
             name: tuple(h for h in flat if _overrides(h, name)) for name in _METHODS
         }
+        self.streams = bool(
+            self._by_method["on_text_delta"] or self._by_method["on_tool_call_delta"]
+        )
+        """Whether any hook listens to deltas (otherwise model calls do not stream)."""
 
     async def _each(self, name: str, *args: Any) -> None:
         for h in self._by_method[name]:
@@ -112,6 +124,14 @@ class HookChain(Hooks):
 
     async def on_event(self, event: Event) -> None:
         await self._each("on_event", event)
+
+    async def on_text_delta(self, delta: TextDelta) -> None:
+        for h in self._by_method["on_text_delta"]:
+            await h.on_text_delta(delta)
+
+    async def on_tool_call_delta(self, delta: ToolCallDelta) -> None:
+        for h in self._by_method["on_tool_call_delta"]:
+            await h.on_tool_call_delta(delta)
 
 
 def compose(*hooks: Hooks) -> HookChain:

@@ -173,6 +173,9 @@ class RunState(Frozen):
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
     """Decisions recorded while suspended, not yet applied."""
+    queued_message: str | None = None
+    """A user message that came with decisions: it joins the history after the batch's
+    results, before the next model call."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     flow: FlowPosition | None = None
 

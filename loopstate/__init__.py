@@ -22,6 +22,7 @@ from loopstate.engine.errors import (
     UnexpectedRequest,
 )
 from loopstate.engine.events import Event
+from loopstate.engine.history import TokenBudget
 from loopstate.engine.hooks import Hooks, compose, merge
 from loopstate.engine.messages import (
     AssistantMessage,
@@ -138,6 +139,7 @@ __all__ = [
     "Store",
     "StoreError",
     "SystemMessage",
+    "TokenBudget",
     "Tool",
     "ToolCall",
     "ToolContext",

@@ -7,7 +7,7 @@ from statemachine.exceptions import TransitionNotAllowed
 
 from loopstate.machines import SHIPPED, AgentLoop
 
-FINAL = {"done", "failed", "aborted"}
+FINAL = {"failed", "aborted"}
 
 # (start state, event, facts the event carries, expected target)
 TABLE = [
@@ -19,6 +19,7 @@ TABLE = [
     ("executing_tool", "tools_done", {"stop": None}, "thinking"),
     ("executing_tool", "tools_done", {"stop": "max_steps"}, "done"),
     ("executing_tool", "reapprove", {}, "awaiting_approval"),
+    ("done", "user_message", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
     ("executing_tool", "abort", {}, "aborted"),
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "awaiting_approval")],
@@ -48,7 +49,12 @@ def test_the_table_covers_every_transition_of_the_definition() -> None:
 
 @pytest.mark.parametrize(
     ("source", "event"),
-    [("idle", "replied"), ("thinking", "decided"), ("awaiting_approval", "tools_done")],
+    [
+        ("idle", "replied"),
+        ("thinking", "decided"),
+        ("awaiting_approval", "tools_done"),
+        ("thinking", "user_message"),
+    ],
 )
 def test_an_event_the_state_does_not_accept_raises(source: str, event: str) -> None:
     machine = AgentLoop(start_value=source)
@@ -61,6 +67,17 @@ def test_an_unknown_event_raises() -> None:
     machine = AgentLoop()
     with pytest.raises(TransitionNotAllowed):
         machine.send("no_such_event")
+
+
+def test_a_run_that_answered_rests_in_done_and_accepts_only_the_users_next_message() -> None:
+    machine = AgentLoop(start_value="done")
+    assert not machine.is_terminated
+    for event in ("start", "replied", "decided", "tools_done", "reapprove", "abort", "fail"):
+        with pytest.raises(TransitionNotAllowed):
+            getattr(machine, event)(calls=0, gated=0, stop=None)
+        assert machine.current_state_value == "done"
+    machine.user_message()
+    assert machine.current_state_value == "thinking"
 
 
 def test_final_states_accept_no_event() -> None:

@@ -29,7 +29,10 @@ def charge(amount: int) -> str:
 def results(request):
     return "final: " + " | ".join(m.content for m in request.messages if m.role == "tool")
 
-SCRIPT = [calls(call("charge", {"amount": 5}), call("charge", {"amount": 7})), results]
+def echo(request):
+    return "you said: " + request.messages[-1].content
+
+SCRIPT = [calls(call("charge", {"amount": 5}), call("charge", {"amount": 7})), results, echo]
 # Its own store is elsewhere: `loopstate resume --db` must replace it.
 agent = Agent(ScriptedModel(SCRIPT, by_step=True), [charge], ids=lambda: "run-1")
 
@@ -83,6 +86,19 @@ def sh(tmp_path: Path) -> Shell:
     shell = Shell(tmp_path)
     shell.suspend()
     return shell
+
+
+def test_a_run_that_answered_goes_on_with_a_message_from_the_shell(sh: Shell) -> None:
+    sh.ok("approve", "run-1", "call_1_1")
+    sh.ok("approve", "run-1", "call_1_2")
+    assert "status: done" in sh.ok("resume", "run-1", "--agent", "shop:agent")
+    again = sh.ok("resume", "run-1", "--agent", "shop:agent", "--message", "thanks\x1b[2J")
+    assert "answer: you said: thanks\\x1b[2J" in again  # escaped before the terminal
+    assert "done → thinking" in again
+    assert "has answered; continue the conversation" in sh.fails(
+        "resume", "run-1", "--agent", "shop:agent"
+    )
+    assert sorted(sh.charges()) == ["charge 5", "charge 7"]  # nothing ran twice
 
 
 def test_decisions_from_the_shell_apply_at_resume_with_the_store_given_by_db(sh: Shell) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import ModelError
 from loopstate.engine.model import Model, ModelRequest, ModelResponse
+from loopstate.engine.streaming import DeltaListener, StreamingModel
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -57,10 +58,25 @@ class RetryingModel:
         return getattr(self.model, name)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._retrying(lambda: self.model.complete(request), None)
+
+    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
+        """The wrapped model's stream (its `complete` if it cannot stream); before each retry
+        the listener hears that the deltas so far are void."""
+        model = self.model
+        if not isinstance(model, StreamingModel):
+            return await self.complete(request)
+        return await self._retrying(lambda: model.stream(request, listener), listener)
+
+    async def _retrying(
+        self, call: Callable[[], Awaitable[ModelResponse]], listener: DeltaListener | None
+    ) -> ModelResponse:
         attempt = 1
         while True:
+            if attempt > 1 and listener is not None:
+                listener.new_attempt()
             try:
-                return await self.model.complete(request)
+                return await call()
             except ModelError as error:
                 delay = self.policy.delay(error, attempt)
                 if delay is None:

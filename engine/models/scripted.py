@@ -11,6 +11,7 @@ from loopstate.engine.errors import ScriptExhausted, UnexpectedRequest
 from loopstate.engine.messages import AssistantMessage, ToolCall, tool_call
 from loopstate.engine.model import ModelRequest, ModelResponse, Usage
 from loopstate.engine.sanitize import storable
+from loopstate.engine.streaming import DeltaListener, report_reply
 
 Expectation = Callable[[ModelRequest], bool | None]
 """Raises or returns False when a request is not what the script expects."""
@@ -102,6 +103,12 @@ class ScriptedModel:
             )
         # a script may hold hostile text on purpose: it enters the run as a real reply would
         return storable(ModelResponse(message=turn.reply, usage=turn.usage, model=self._name))
+
+    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
+        """`complete`, reported as deltas first (word by word), as a provider would stream."""
+        response = await self.complete(request)
+        await report_reply(response.message, listener)
+        return response
 
 
 def _as_turn(item: ScriptItem, number: int) -> Turn:

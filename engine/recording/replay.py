@@ -17,6 +17,7 @@ from loopstate.engine.errors import LoopstateError
 from loopstate.engine.model import Model, ModelRequest, ModelResponse
 from loopstate.engine.recording.cassette import Cassette, Digester, request_record
 from loopstate.engine.sanitize import storable
+from loopstate.engine.streaming import DeltaListener, StreamingModel, report_reply
 from loopstate.engine.tool import Tool, ToolContext
 
 _EDIT_NOTE = "[The reviewer edited the arguments;"
@@ -87,6 +88,17 @@ class ReplayModel:
         if self.fallback is not None:
             return await self.fallback.complete(request)
         raise found
+
+    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
+        """The recorded reply re-streamed as deltas (so UI code is tested with no model);
+        past a divergence, the fallback's stream if it can."""
+        if self.divergence is None or self.fallback is None:
+            response = await self.complete(request)
+            await report_reply(response.message, listener)
+            return response
+        if isinstance(self.fallback, StreamingModel):
+            return await self.fallback.stream(request, listener)
+        return await self.fallback.complete(request)
 
 
 def stand_in_tools(cassette: Cassette, tools: Sequence[Tool] | None = None) -> list[Tool]:

@@ -60,7 +60,11 @@ def register(subparsers: Any) -> None:
         required=True,
         help="module:attr of the Agent or Flow (or a function returning one)",
     )
-    resume.add_argument("--message", help="the user's reply, for a flow waiting for input")
+    resume.add_argument(
+        "--message",
+        help="the user's next message: continues a run that answered or a flow waiting "
+        "for input, or accompanies the recorded decisions",
+    )
 
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
@@ -173,16 +177,12 @@ async def _abort(args: argparse.Namespace, store: Store) -> int:
 
 
 async def _resume(args: argparse.Namespace, store: Store) -> int:
+    from loopstate.machines.agent import Agent
     from loopstate.machines.flows import Flow
 
-    target = load_agent(args.agent).clone(store=store)
+    target: Agent | Flow = load_agent(args.agent).clone(store=store)
     actor = f"cli:{_user()}"
-    if isinstance(target, Flow):
-        result = await target.resume(args.run, message=args.message, actor=actor)
-    elif args.message is not None:
-        raise DefinitionError("--message answers a flow waiting for input; this is an Agent")
-    else:
-        result = await target.resume(args.run, actor=actor)
+    result = await target.resume(args.run, message=args.message, actor=actor)
     _print_result(result)
     return 0 if result.status != "failed" else 1
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from loopstate.engine.approval import Approver, Decision, SyncApprover, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
-from loopstate.engine.core import RunCore, RunPorts
+from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks
@@ -24,11 +25,13 @@ from loopstate.engine.options import (
     workspace_path,
 )
 from loopstate.engine.result import RunResult
+from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tool import Tool
-from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
-from loopstate.machines.agent.steps import LoopConfig, LoopSteps
+from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
+from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
 from loopstate.tools.registry import ToolRegistry
 
 
@@ -41,7 +44,8 @@ class Agent:
     for runs that need not outlive the process). Without an `approver` (or when it leaves a
     call undecided), a run that reaches a gated call suspends: `run()` returns with
     `status == "awaiting_approval"` and `resume()` continues it, in any process that uses
-    the same store.
+    the same store. A run that answered goes on with `resume(run_id, message=...)`; `view`
+    is what the model is shown of the history (e.g. `TokenBudget(100_000)`; default: all).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class Agent:
         max_steps: int = 25,
         stop_when: Sequence[StopCondition] = (),
         tool_choice: ToolChoice = "auto",
+        view: HistoryView | None = None,
         hooks: Hooks | Sequence[Hooks] | None = None,
         store: Store | None = None,
         workspace: str | Path | None = None,
@@ -97,6 +102,7 @@ class Agent:
             max_steps=max_steps,
             stop_when=tuple(stop_when),
             tool_choice=tool_choice,
+            view=view,
             deps=deps,
         )
 
@@ -111,6 +117,30 @@ class Agent:
 
     async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Start a run and drive it until it ends or suspends."""
+        return await self._run(prompt, run_id, None)
+
+    def stream(
+        self, prompt: str | Sequence[Message], *, run_id: str | None = None
+    ) -> RunStream[RunResult]:
+        """`run`, streamed: `async for event in agent.stream(prompt)` yields the run's events
+        with the model's text and tool-call deltas among them; `.result` is the `RunResult`
+        once the iteration ends. Model calls stream when the model can (`StreamingModel`)."""
+        return RunStream(lambda feed: self._run(prompt, run_id, feed))
+
+    def stream_resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None = None,
+        *,
+        message: str | None = None,
+        actor: str = "resume",
+    ) -> RunStream[RunResult]:
+        """`resume`, streamed (decisions, a message, or both), as `stream` is `run`."""
+        return RunStream(lambda feed: self._resume(run_id, decisions, message, actor, None, feed))
+
+    async def _run(
+        self, prompt: str | Sequence[Message], run_id: str | None, feed: Hooks | None
+    ) -> RunResult:
         options = self.options
         owner, now = lease_owner(), self.clock()
         state = RunState(
@@ -122,7 +152,7 @@ class Agent:
             updated_at=now,
         )
         await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
-        core = self._core(state, owner)
+        core = self._core(state, owner, feed)
         loop = LoopSteps(core, self._loop)
         async with core.holding():
             await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
@@ -139,31 +169,50 @@ class Agent:
         run_id: str,
         decisions: Mapping[str, Decision] | None = None,
         *,
+        message: str | None = None,
         actor: str = "resume",
         owner: str | None = None,
     ) -> RunResult:
-        """Continue a suspended or interrupted run exactly where it stopped.
+        """Continue a suspended or interrupted run exactly where it stopped, or a run that
+        answered with the user's next `message` (a conversation: same run id, the history
+        and the audit trail go on).
 
         `decisions` (by call id) are applied all or none: an unknown call, a decision for
         other arguments (`digest`) or a second decision for a call raises `DecisionError`
         and leaves the run unchanged. Decisions recorded in the store (e.g. by the CLI) are
-        applied first. Raises `RunBusy` if another process is driving the run. `owner` is
+        applied first. A `message` may accompany decisions: it joins the history after the
+        batch's results. Raises `RunBusy` if another process is driving the run. `owner` is
         the lease owner to resume under (a worker that claimed the run passes its own)."""
+        return await self._resume(run_id, decisions, message, actor, owner, None)
+
+    async def _resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, Decision] | None,
+        message: str | None,
+        actor: str,
+        owner: str | None,
+        feed: Hooks | None,
+    ) -> RunResult:
         owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
-        core = self._core(state, owner)
+        core = self._core(state, owner, feed)
         async with core.holding():
-            if state.state in LOOP_FINAL or state.flow is not None:
-                what = f"has ended ({state.state})" if state.flow is None else "is a flow's run"
-                raise RunNotResumable(f"run {run_id} {what}; nothing to resume")
-            if decisions and state.state != AgentLoop.awaiting_approval.id:
-                raise RunNotResumable(
-                    f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
-                )
-            loop = LoopSteps(core, self._loop)
-            recovered = await loop.decisions.prepare(decisions, actor)
+            _check_resumable(state, decisions, message)
+            loop = LoopSteps(core, self._turn(state))
+            recovered: tuple[str, ...] = ()
+            if message is not None and state.state == AgentLoop.done.id:
+                who = "user" if actor == "resume" else actor
+                loop.send(Cause("the user wrote", who), loop.machine.user_message)
+                core.state = user_turn(core.state, message)
+                loop.config = self._turn(core.state)
+                await core.save()
+            else:
+                if message is not None:
+                    core.state = with_message(core.state, message)
+                recovered = await loop.decisions.prepare(decisions, actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
             await self._run_start(core.state)
             await core.drive(loop)
@@ -173,10 +222,16 @@ class Agent:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
 
-    def _core(self, state: RunState, owner: str) -> RunCore:
+    def _turn(self, state: RunState) -> LoopConfig:
+        """The loop's configuration for the run's current turn: its step budget counts from
+        the turn's first model call."""
+        return replace(self._loop, max_steps=turn_start(state) + self._loop.max_steps)
+
+    def _core(self, state: RunState, owner: str, feed: Hooks | None = None) -> RunCore:
         o = self.options
+        hooks = o.hooks if feed is None else hook_chain([*(o.hooks.hooks if o.hooks else ()), feed])
         ports = RunPorts(
-            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
+            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=hooks, log=o.log
         )
         return RunCore(state, ports)
 
@@ -191,6 +246,25 @@ class Agent:
         if isinstance(prompt, str):
             return (*system, UserMessage(content=prompt))
         return (*system, *prompt)
+
+
+def _check_resumable(
+    state: RunState, decisions: Mapping[str, Decision] | None, message: str | None
+) -> None:
+    run_id = state.run_id
+    if state.flow is not None:
+        raise RunNotResumable(f"run {run_id} is a flow's run; resume it with its Flow")
+    if state.state in (AgentLoop.failed.id, AgentLoop.aborted.id):
+        raise RunNotResumable(f"run {run_id} has ended ({state.state}); nothing to resume")
+    if decisions and state.state == AgentLoop.done.id:
+        raise RunNotResumable(
+            f"run {run_id} has ended (done): no call awaits a decision; a message continues it"
+        )
+    if decisions and state.state != AgentLoop.awaiting_approval.id:
+        raise RunNotResumable(
+            f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
+        )
+    check_message(state, message, decided=bool(decisions) or bool(state.inbox))
 
 
 def as_model(model: str | Model) -> Model:

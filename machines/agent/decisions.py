@@ -30,25 +30,27 @@ class Decisions:
         self.loop = loop
 
     async def wait(self) -> bool:
-        """The `awaiting_approval` step: ask the approver, if any; move on once every call
-        is decided, or wait (False) for decisions from outside."""
+        """The `awaiting_approval` step: announce the calls that wait; ask the approver, if
+        any; move on once every call is decided, or wait (False) for decisions from outside."""
         loop, core = self.loop, self.loop.core
         waiting = [c for c in loop.state.batch if c.status == "awaiting"]
         approver = loop.config.options.approver
-        if waiting and approver is not None:
-            requests = [c.request() for c in waiting]
-            for r in requests:
-                await core.emit(
-                    ApprovalRequested(
-                        **core.at(),
-                        call_id=r.call_id,
-                        tool=r.tool,
-                        arguments=r.arguments,
-                        reason=r.reason,
-                    )
+        requests = [c.request() for c in waiting]
+        # Announced with their complete arguments whoever decides: an approver now, or
+        # someone after the run has suspended (a streamed run's reader sees what waits).
+        for r in requests:
+            await core.emit(
+                ApprovalRequested(
+                    **core.at(),
+                    call_id=r.call_id,
+                    tool=r.tool,
+                    arguments=r.arguments,
+                    reason=r.reason,
                 )
-            if core.hooks is not None:
-                await core.hooks.on_approval_requested(requests)
+            )
+        if requests and core.hooks is not None:
+            await core.hooks.on_approval_requested(requests)
+        if requests and approver is not None:
             await self.apply(await approver(requests), actor="approver")
             if loop.ended():
                 return True

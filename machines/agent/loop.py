@@ -1,5 +1,9 @@
 """The agent loop: thinking → awaiting_approval → executing_tool → thinking, and its endings.
 
+`done` is where a run rests once it has answered: a user message takes it back to `thinking`
+(a conversation goes on, same run, same history, same audit trail). `failed` and `aborted`
+are final.
+
 The machine decides; the runner acts. It is pure and synchronous: guards read only the facts an
 event carries, never the clock, the network or a store.
 """
@@ -16,6 +20,7 @@ class AgentLoop(StateChart[Any]):
 
     - `replied` carries `calls` (tool calls in the turn) and `gated` (how many need a decision).
     - `tools_done` and `decided` carry `stop`: a stop reason, or None to go on.
+    - `user_message` continues a run that answered (`done`) with the user's next message.
     """
 
     # Strict: an event the current state does not accept raises, and an error in a guard
@@ -29,7 +34,7 @@ class AgentLoop(StateChart[Any]):
     thinking = State()
     awaiting_approval = State()
     executing_tool = State()
-    done = State(final=True)
+    done = State()  # rests: a user message continues the conversation
     failed = State(final=True)
     aborted = State(final=True)
 
@@ -41,6 +46,7 @@ class AgentLoop(StateChart[Any]):
     )
     decided = awaiting_approval.to(executing_tool)
     tools_done = executing_tool.to(done, cond="stop_requested") | executing_tool.to(thinking)
+    user_message = done.to(thinking)
     # After a crash, calls that were running when the process died may be put to a person again.
     reapprove = executing_tool.to(awaiting_approval)
     abort = (
@@ -66,8 +72,9 @@ class AgentLoop(StateChart[Any]):
         return stop is not None
 
 
-LOOP_FINAL = frozenset(s.id for s in AgentLoop.final_states)
-"""Where an agent loop ends: done, failed, aborted."""
+LOOP_FINAL = frozenset({AgentLoop.done.id, *(s.id for s in AgentLoop.final_states)})
+"""Where a drive of the agent loop stops for good or until the user speaks: done (a resting
+state that `user_message` continues), failed, aborted (final)."""
 
 
 class AgentEvents(Protocol):
@@ -78,6 +85,7 @@ class AgentEvents(Protocol):
     def start(self) -> Any: ...
     def replied(self, *, calls: int, gated: int) -> Any: ...
     def decided(self) -> Any: ...
+    def user_message(self) -> Any: ...
     def tools_done(self, *, stop: str | None) -> Any: ...
     def reapprove(self) -> Any: ...
     def abort(self) -> Any: ...

@@ -28,11 +28,15 @@ from loopstate.engine.model import Model, ModelRequest, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
 from loopstate.engine.sanitize import storable, storable_text
 from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.streaming import DeltaRelay, StreamingModel
 from loopstate.engine.tool import Tool, ToolContext
+from loopstate.machines.agent.conversation import queued_message
 from loopstate.machines.agent.decisions import Decisions
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentEvents, AgentLoop, agent_loop
 
 P = ParamSpec("P")
+HistoryView = Callable[[tuple[Message, ...]], tuple[Message, ...]]
+"""What the model is shown of a history (e.g. `TokenBudget`)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class LoopConfig:
     max_steps: int = 25
     stop_when: tuple[StopCondition, ...] = ()
     tool_choice: ToolChoice = "auto"
-    view: Callable[[tuple[Message, ...]], tuple[Message, ...]] | None = None
+    view: HistoryView | None = None
     """What the model is shown of the history (default: all of it). Hooks, recorders and the
     model all see the same request."""
     deps: Any = None
@@ -166,8 +170,13 @@ class LoopSteps:
         )
         if hooks is not None:
             await hooks.before_model(request)
+        if hooks is not None and hooks.streams and isinstance(model, StreamingModel):
+            relay = DeltaRelay(self.state.run_id, request.step, self.core.ports.clock, hooks)
+            response = await model.stream(request, relay)
+        else:
+            response = await model.complete(request)
         # What enters the run must be storable whatever the port sent (lone surrogates).
-        response = storable(await model.complete(request))
+        response = storable(response)
         # Run-unique call ids before anything (hooks, records, events, store) sees the reply.
         state = self.state
         response = with_run_ids(response, (c.call_id for c in state.calls), len(state.calls) + 1)
@@ -200,7 +209,12 @@ class LoopSteps:
         batch = self.state.batch
         stop = self._stop_reason()
         update: dict[str, Any] = {
-            "messages": (*self.state.messages, *(result_message(c) for c in batch)),
+            "messages": (
+                *self.state.messages,
+                *(result_message(c) for c in batch),
+                *queued_message(self.state),
+            ),
+            "queued_message": None,
             "calls": (
                 *self.state.calls[: self.state.batch_start],
                 *(c.evolve(result=None, parameters=None) for c in batch),

@@ -20,13 +20,13 @@ from loopstate.engine.operations import abort_run
 from loopstate.engine.options import RunOptions, default_store, hook_chain, workspace_path
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
-from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
 from loopstate.machines.flows.result import FlowResult
 
-_LOOP_STATES = tuple(s.id for s in AgentLoop.states if not (s.final or s.initial))
+_LOOP_STATES = tuple(s.id for s in AgentLoop.states if s.id not in LOOP_FINAL and not s.initial)
 
 
 class Flow:
