@@ -79,7 +79,9 @@ async def runs_per_second(client: httpx.AsyncClient, runs: int) -> float:
 
     async def one(i: int) -> None:
         async with sem:
-            assert (await client.post("/api/agents/answer/runs", json={"prompt": f"{i}"})).is_success
+            assert (
+                await client.post("/api/agents/answer/runs", json={"prompt": f"{i}"})
+            ).is_success
 
     await asyncio.gather(*(one(i) for i in range(runs)))
     for _ in range(6000):
@@ -105,7 +107,9 @@ async def floor_runs_per_second(db: Path, runs: int) -> float:
 async def delivery(client: httpx.AsyncClient, streams: int) -> tuple[list[float], float]:
     ids = []
     for _ in range(streams):
-        ids.append((await client.post("/api/agents/gated/runs", json={"prompt": "x"})).json()["run_id"])
+        ids.append(
+            (await client.post("/api/agents/gated/runs", json={"prompt": "x"})).json()["run_id"]
+        )
     latencies: list[float] = []
     trips = []
     for run_id in ids[:20]:
@@ -187,11 +191,13 @@ async def main(runs: int) -> None:
                       f"({served / floor:.2f}x)")  # fmt: skip
                 lat, trip = await delivery(client, 100)
                 p50, p99 = statistics.median(lat), statistics.quantiles(lat, n=100)[98]
-                print(f"transition→SSE, 100 streams: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms "
-                      f"vs GET round trip p50 {trip * 1000:.1f} ms ({p50 / trip:.1f}x, {p99 / trip:.1f}x)")  # fmt: skip
+                a, b, c = p50 * 1000, p99 * 1000, trip * 1000
+                print(f"transition→SSE, 100 streams: p50 {a:.1f} ms, p99 {b:.1f} ms vs GET",
+                      f"round trip p50 {c:.1f} ms ({a / c:.1f}x, {b / c:.1f}x)")  # fmt: skip
             idle, held = await memory(url, server.pid, 1000)
-            print(f"1,000 SSE clients: RSS {held / 1024:.0f} MB vs idle {idle_rss / 1024:.0f} MB "
-                  f"({(held - idle) / 1000:.0f} KB per client, {held / idle_rss:.2f}x)")  # fmt: skip
+            per_client = (held - idle) / 1000
+            print(f"1,000 SSE clients: RSS {held / 1024:.0f} MB vs idle {idle_rss / 1024:.0f} MB",
+                  f"({per_client:.0f} KB per client, {held / idle_rss:.2f}x)")  # fmt: skip
         finally:
             server.terminate()
             server.wait(30)

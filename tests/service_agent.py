@@ -37,6 +37,7 @@ def agent(store: Store | None = None) -> Agent:
             call("send_email", {"to": "ops@example.com", "body": "<script>alert(1)</script>"}),
         ),
         "all done",
+        "glad to help",  # the answer to a follow-up message
     ]
     return Agent(
         ScriptedModel(script, by_step=True),

@@ -181,3 +181,24 @@ def test_pages_take_the_token_once_and_refuse_other_origins(server: Server) -> N
             "/api/agents/agent/runs", json={"prompt": "x"}, headers={"Origin": server.url}
         )
         assert same.status_code == 202
+
+
+def test_a_message_continues_a_run_that_answered(client: httpx.Client) -> None:
+    run_id, items = start_run(client)
+    path = f"/api/runs/{run_id}/messages"
+    problem(client.post(path, json={"text": "thanks"}), 409)  # still awaiting approval
+    for item in items:
+        assert decide(client, item, f"m-{item['call_id']}").status_code == 200
+    wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["status"] == "done")
+    problem(client.post(path, json={"text": " "}), 422)
+    assert client.post(path, json={"text": "thanks"}).status_code == 202
+
+    def answered_again() -> dict[str, Any] | None:
+        """the run answered the follow-up"""
+        run: dict[str, Any] = client.get(f"/api/runs/{run_id}").json()
+        return run if run["output"] == "glad to help" else None
+
+    run = wait_for(answered_again)
+    follow_up = [t for t in run["transitions"] if t["event"] == "user_message"]
+    assert [(t["from"], t["to"], t["actor"]) for t in follow_up] == [("done", "thinking", "http")]
+    assert run["messages"][-2] == {"role": "user", "content": "thanks"}

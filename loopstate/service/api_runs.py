@@ -35,6 +35,10 @@ class DecisionBody(_Body):
     arguments: dict[str, Any] | None = None
 
 
+class MessageBody(_Body):
+    text: str
+
+
 class AbortBody(_Body):
     reason: str = "aborted over HTTP"
 
@@ -138,6 +142,33 @@ def routes(service: Service) -> APIRouter:
 
         scope = f"{actor} decide {run_id} {call_id}"
         return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), record))
+
+    @router.post("/runs/{run_id}/messages", status_code=202)
+    async def message(
+        request: Request,
+        run_id: str,
+        body: MessageBody,
+        idempotency_key: str | None = Header(None),
+    ) -> JSONResponse:
+        actor = await guard.identity(request, "message", run_id)
+
+        async def converse() -> Answer:
+            state = await load(service, run_id)
+            if state.status not in ("done", "awaiting_input"):
+                raise Problem(409, f"run {run_id} is {state.status}: only a run that answered "
+                              "or waits for input takes a message")  # fmt: skip
+            if not body.text.strip():
+                raise Problem(422, "text is empty", errors=[{"field": "text", "message": "empty"}])
+            try:
+                await service.runner.converse(run_id, body.text, actor)
+            except (RunBusy, RunNotResumable, DecisionError) as exc:
+                raise as_problem(exc) from None
+            return 202, {"run_id": run_id}
+
+        if idempotency_key is None:
+            return answer(await converse())
+        scope = f"{actor} message {run_id}"
+        return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), converse))
 
     @router.post("/runs/{run_id}/abort")
     async def abort(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.clock import Clock
@@ -64,31 +64,44 @@ class Runner:
 
     async def start(self, name: str, prompt: str) -> str:
         """Start a run of agent `name` in the background; return once it is stored."""
-        agent = self.agents[name]
         run_id = f"{name}.{uuid.uuid4().hex}"
-        stored = self.signals.created[run_id] = asyncio.Event()
-        task = asyncio.create_task(agent.run(prompt, run_id=run_id))
+        await self._launch(run_id, self.agents[name].run(prompt, run_id=run_id))
+        return run_id
+
+    async def converse(self, run_id: str, text: str, actor: str) -> None:
+        """Continue a run that answered with the user's next message, in the background;
+        return once it holds the run (or raise why it cannot: `RunBusy`, `RunNotResumable`)."""
+        agent = self._agent_of(run_id)
+        await self._launch(run_id, agent.resume(run_id, message=text, actor=actor))
+
+    async def _launch(self, run_id: str, work: Coroutine[Any, Any, Any]) -> None:
+        """Drive `work` in the background; return when the run started (its `on_run_start`),
+        raising what stopped it before that."""
+        started = self.signals.created[run_id] = asyncio.Event()
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         try:
-            done = asyncio.ensure_future(stored.wait())
-            await asyncio.wait([done, task], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-            done.cancel()
-            if task.done() and not stored.is_set():
-                task.result()  # raises what stopped it before it was stored
+            waiting = asyncio.ensure_future(started.wait())
+            await asyncio.wait([waiting, task], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if task.done() and not started.is_set():
+                task.result()  # raises what stopped it before it started
         finally:
             del self.signals.created[run_id]
-        return run_id
 
     async def resume(self, run_id: str, *, owner: str | None = None) -> Any:
         """Resume a claimed run with the agent that started it (`Worker` calls this)."""
+        return await self._agent_of(run_id).resume(run_id, owner=owner)
+
+    def _agent_of(self, run_id: str) -> Agent | Flow:
         name = run_id.partition(".")[0]
         agent = self.agents.get(name)
         if agent is None and len(self.agents) == 1:
             agent = next(iter(self.agents.values()))
         if agent is None:
             raise RunNotResumable(f"run {run_id}: no agent named {name!r} is served here")
-        return await agent.resume(run_id, owner=owner)
+        return agent
 
     async def serve(self, stop: asyncio.Event, *, grace_s: float = 10.0) -> None:
         """Resume ready runs until `stop`; then let the runs started here reach their next
