@@ -106,10 +106,16 @@ class Sse:
 
 
 def read_events(
-    client: httpx.Client, path: str, count: int, *, last_event_id: str | None = None
+    client: httpx.Client,
+    path: str,
+    count: int,
+    *,
+    last_event_id: str | None = None,
+    until: Any = None,
 ) -> list[Sse]:
-    """The first `count` events (comments skipped) of the SSE stream at `path`; then the
-    connection is closed, as a client that goes away would."""
+    """The first `count` events (comments skipped) of the SSE stream at `path`, or those up
+    to the one `until(event)` is true of; then the connection is closed, as a client that
+    goes away would."""
     headers = {"Accept": "text/event-stream"}
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
@@ -123,7 +129,7 @@ def read_events(
                     events.append(
                         Sse(fields.get("id"), fields.get("event", "message"), fields["data"])
                     )
-                    if len(events) == count:
+                    if len(events) == count or (until is not None and until(events[-1])):
                         return events
                 fields = {}
             elif not line.startswith(":"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ def stored(client: httpx.Client, run_id: str) -> list[dict[str, Any]]:
 
 def received(events: list[Any]) -> list[dict[str, Any]]:
     out = []
-    for e in events:
+    for e in (e for e in events if e.event == "transition"):
         data = json.loads(e.data)
         assert e.event == "transition"
         assert e.id == str(data["seq"])
@@ -49,13 +51,12 @@ def test_a_reconnect_with_last_event_id_gets_exactly_what_it_missed(tmp_path: Pa
         with server.client() as client:
             run_id, items = start_run(client)
             path = f"/api/runs/{run_id}/events"
-            first = read_events(client, path, 2)  # idle→thinking, thinking→awaiting_approval
+            first = read_events(client, path, 50, until=second)  # to thinking, to awaiting_approval
             approve_all(client, items)  # the run moves on while no one listens
             wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["state"] == "executing_tool")
-            rest = read_events(client, path, 3, last_event_id=first[-1].id)
+            rest = read_events(client, path, 50, last_event_id=first[-1].id, until=answered)
             assert received(first + rest) == stored(client, run_id)
-            assert [e.id for e in first + rest] == ["1", "2", "3", "4", "5"]
-            assert json.loads(rest[-1].data)["to"] == "done"
+            assert [e.id for e in first + rest if e.id] == ["1", "2", "3", "4", "5"]
     finally:
         stop(server)
 
@@ -65,16 +66,17 @@ def test_a_reconnect_to_a_restarted_server_misses_nothing(tmp_path: Path) -> Non
     server = start(db, fx, log, LOOPSTATE_TEST_HOLD="0.5")
     with server.client() as client:
         run_id, items = start_run(client)
-        first = read_events(client, f"/api/runs/{run_id}/events", 2)
+        first = read_events(client, f"/api/runs/{run_id}/events", 50, until=second)
         approve_all(client, items)
         wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["state"] == "executing_tool")
     stop(server, signal.SIGTERM)  # the run in hand reaches its end before the process exits
     again = start(db, fx, log, port=int(server.url.rpartition(":")[2]))
     try:
         with again.client() as client:
-            rest = read_events(client, f"/api/runs/{run_id}/events", 3, last_event_id=first[-1].id)
+            path = f"/api/runs/{run_id}/events"
+            rest = read_events(client, path, 50, last_event_id=first[-1].id, until=answered)
             assert received(first + rest) == stored(client, run_id)
-            assert [e.id for e in first + rest] == ["1", "2", "3", "4", "5"]
+            assert [e.id for e in first + rest if e.id] == ["1", "2", "3", "4", "5"]
     finally:
         stop(again)
 
@@ -102,3 +104,41 @@ def test_a_stream_says_when_to_reconnect_and_echoes_no_credentials(tmp_path: Pat
             assert client.get("/api/runs/none/events").status_code == 404
     finally:
         stop(server)
+
+
+def test_a_run_stream_forwards_the_model_text_live_without_ids(tmp_path: Path) -> None:
+    server = start(tmp_path / "runs.db", tmp_path / "fx", tmp_path / "log")
+    try:
+        with server.client() as client:
+            run_id, items = start_run(client)
+            approve_all(client, items)
+            wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["status"] == "done")
+            seen = str(len(stored(client, run_id)))
+
+            def follow_up() -> None:
+                time.sleep(0.3)  # the stream below is open by then
+                client.post(f"/api/runs/{run_id}/messages", json={"text": "thanks"})
+
+            sender = threading.Thread(target=follow_up)
+            sender.start()
+            with server.client() as listener:
+                path = f"/api/runs/{run_id}/events"
+                events = read_events(listener, path, 50, last_event_id=seen, until=answered)
+            sender.join()
+        deltas = [e for e in events if e.event == "text_delta"]
+        assert "".join(json.loads(e.data)["text"] for e in deltas) == "glad to help"
+        assert all(e.id is None for e in deltas)
+        moves = [json.loads(e.data)["to"] for e in events if e.event == "transition"]
+        assert moves == ["thinking", "done"]
+        assert events[0].event == "transition"
+        assert events[-1].event == "transition"
+    finally:
+        stop(server)
+
+
+def answered(event: Any) -> bool:
+    return event.event == "transition" and json.loads(event.data)["to"] == "done"
+
+
+def second(event: Any) -> bool:
+    return event.id == "2"

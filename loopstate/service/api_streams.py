@@ -4,7 +4,9 @@
 SSE `id`; with `Last-Event-ID: n` the stream starts after transition n, so a client that
 reconnects (to this process or another on the same store, after a restart too) gets exactly
 what it missed. `GET /api/events`: a `run` event (no id) whenever a run changes; a client
-reloads what it shows (e.g. `/api/approvals`) when it (re)connects. Each stream sends a
+reloads what it shows (e.g. `/api/approvals`) when it (re)connects. A run's stream also
+forwards the model's streamed deltas (`text_delta`, `tool_call_delta`) live and without an
+id, when this process drives the run: they are never stored. Each stream sends a
 keep-alive comment every `ping_s`, and ends after `lifetime_s` with `retry:` set.
 """
 
@@ -20,11 +22,14 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from loopstate.engine.errors import DefinitionError
+from loopstate.engine.streaming import TextDelta, ToolCallDelta
 from loopstate.service.api_runs import load
-from loopstate.service.feed import Notice
+from loopstate.service.feed import Item, Notice
 from loopstate.service.problems import Problem
 from loopstate.service.service import Service
 from loopstate.service.views import transition_view
+
+Delta = TextDelta | ToolCallDelta
 
 
 def routes(service: Service) -> APIRouter:
@@ -87,15 +92,18 @@ async def _run_stream(service: Service, run_id: str, after: int) -> AsyncIterato
         yield ServerSentEvent(retry=policy.retry_ms, comment=f"run {run_id}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + policy.lifetime_s
-        sent = after
+        sent, upto = after, None
         while True:
             state = await service.store.load(run_id)
-            for t in state.transitions[sent:]:
+            for t in state.transitions[sent:upto]:
                 data = {**transition_view(run_id, t), "status": state.status}
                 yield ServerSentEvent(json.dumps(data), id=str(t.seq), event="transition")
                 sent = t.seq
-            if not await _next(queue, deadline - loop.time()):
+            while isinstance(item := await _next(queue, deadline - loop.time()), Delta):
+                yield ServerSentEvent(item.model_dump_json(), event=item.kind)
+            if item is None:
                 return
+            upto = item.seq
     finally:
         service.hub.unsubscribe(run_id, queue)
 
@@ -108,12 +116,13 @@ async def _all_stream(service: Service) -> AsyncIterator[ServerSentEvent]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + policy.lifetime_s
         while (notice := await _next(queue, deadline - loop.time())) is not None:
-            yield ServerSentEvent(json.dumps(_notice_view(notice)), event="run")
+            if isinstance(notice, Notice):
+                yield ServerSentEvent(json.dumps(_notice_view(notice)), event="run")
     finally:
         service.hub.unsubscribe(None, queue)
 
 
-async def _next(queue: asyncio.Queue[Notice], within: float) -> Notice | None:
+async def _next(queue: asyncio.Queue[Item], within: float) -> Item | None:
     if within <= 0:
         return None
     try:

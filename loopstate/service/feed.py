@@ -18,9 +18,15 @@ from dataclasses import dataclass
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import RunSummary, Store
+from loopstate.engine.streaming import TextDelta, ToolCallDelta
 
 WINDOW = 500
 """How many most recently updated runs the poller compares each round."""
+BACKLOG = 10_000
+"""Notices held for one client that does not read (beyond: dropped; it catches up from the
+store on its next notice or reconnect)."""
+DELTAS = 256
+"""Deltas held for one client: beyond, its live text has gaps (deltas are never stored)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,14 @@ class Notice:
 
     summary: RunSummary | None
     run_id: str
+    seq: int | None = None
+    """Transition `seq` was just saved by this process (a stream sends up to it, so the
+    deltas that follow come after it); None: look at everything stored."""
+
+
+Item = Notice | TextDelta | ToolCallDelta
+"""What a stream's queue receives: a notice to look again, or a live delta (runs of this
+process only)."""
 
 
 class Hub:
@@ -36,17 +50,17 @@ class Hub:
         self.store = store
         self.moved = moved
         self.poll_s = poll_s
-        self._runs: dict[str, set[asyncio.Queue[Notice]]] = defaultdict(set)
-        self._all: set[asyncio.Queue[Notice]] = set()
+        self._runs: dict[str, set[asyncio.Queue[Item]]] = defaultdict(set)
+        self._all: set[asyncio.Queue[Item]] = set()
         self._seen: dict[str, tuple[float, str, int]] | None = None
         self.log = get_logger().bind(component="service.feed")
 
-    def subscribe(self, run_id: str | None) -> asyncio.Queue[Notice]:
-        queue: asyncio.Queue[Notice] = asyncio.Queue(maxsize=256)
+    def subscribe(self, run_id: str | None) -> asyncio.Queue[Item]:
+        queue: asyncio.Queue[Item] = asyncio.Queue()
         (self._all if run_id is None else self._runs[run_id]).add(queue)
         return queue
 
-    def unsubscribe(self, run_id: str | None, queue: asyncio.Queue[Notice]) -> None:
+    def unsubscribe(self, run_id: str | None, queue: asyncio.Queue[Item]) -> None:
         if run_id is None:
             self._all.discard(queue)
             return
@@ -60,9 +74,10 @@ class Hub:
     def clients(self) -> int:
         return len(self._all) + sum(len(q) for q in self._runs.values())
 
-    def touch(self, run_id: str) -> None:
-        """Run `run_id` changed in a way its summary may not show (a queued decision)."""
-        self._publish(Notice(None, run_id))
+    def touch(self, run_id: str, seq: int | None = None) -> None:
+        """Run `run_id` changed: in a way its summary may not show (a queued decision), or
+        by transition `seq` of a run this process drives."""
+        self._publish(Notice(None, run_id, seq))
         self.moved.set()
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -92,7 +107,13 @@ class Hub:
                     self._publish(Notice(s, s.run_id))
         self._seen = seen
 
+    def delta(self, delta: TextDelta | ToolCallDelta) -> None:
+        """A delta of a run this process drives, for the streams that follow that run."""
+        for queue in self._runs.get(delta.run_id, ()):
+            if queue.qsize() < DELTAS:
+                queue.put_nowait(delta)
+
     def _publish(self, notice: Notice) -> None:
         for queue in (*self._all, *self._runs.get(notice.run_id, ())):
-            with contextlib.suppress(asyncio.QueueFull):  # a stalled client: it catches up
-                queue.put_nowait(notice)  # from the store on its next notice or reconnect
+            if queue.qsize() < BACKLOG:
+                queue.put_nowait(notice)

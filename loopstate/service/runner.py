@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.clock import Clock
 from loopstate.engine.errors import RunNotResumable
+from loopstate.engine.events import Event
 from loopstate.engine.hooks import Hooks
-from loopstate.engine.state import RunState, Transition
+from loopstate.engine.state import RunState
 from loopstate.engine.store import Store
+from loopstate.engine.streaming import TextDelta, ToolCallDelta
 from loopstate.worker import Worker
 
 if TYPE_CHECKING:
@@ -29,11 +31,15 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class Signals(Hooks):
-    """Tells the service when a run of this process was stored or moved."""
+    """Tells the service when a run of this process was stored or moved, and hands on the
+    model's streamed deltas (defining `on_text_delta` makes model calls stream, when the
+    model can)."""
 
     def __init__(self, moved: asyncio.Event) -> None:
         self.moved = moved
         self.created: dict[str, asyncio.Event] = {}
+        self.deltas: Callable[[TextDelta | ToolCallDelta], None] = lambda delta: None
+        self.changed: Callable[[str, int | None], None] = lambda run_id, seq: moved.set()
 
     async def on_run_start(self, run: RunState) -> None:
         started = self.created.get(run.run_id)
@@ -41,8 +47,15 @@ class Signals(Hooks):
             started.set()
         self.moved.set()
 
-    async def on_transition(self, transition: Transition) -> None:
-        self.moved.set()
+    async def on_event(self, event: Event) -> None:
+        if event.kind == "transition":  # saved: the run's streams look again now, before
+            self.changed(event.run_id, event.seq)  # the deltas of the step it starts
+
+    async def on_text_delta(self, delta: TextDelta) -> None:
+        self.deltas(delta)
+
+    async def on_tool_call_delta(self, delta: ToolCallDelta) -> None:
+        self.deltas(delta)
 
 
 class Runner:

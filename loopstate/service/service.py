@@ -50,6 +50,8 @@ class Service:
         self.store = store
         self.runner = Runner(agents, store, concurrency=concurrency)
         self.hub = Hub(store, self.runner.moved, poll_s=poll_s)
+        self.runner.signals.deltas = self.hub.delta
+        self.runner.signals.changed = self.hub.touch
         self.guard = Guard(token, authorize)
         self.keys = IdempotencyKeys()
         self.streams = streams
