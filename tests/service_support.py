@@ -38,7 +38,7 @@ class Server:
         )
 
 
-def start(db: Path, effects: Path, log: Path, port: int | None = None, **env: str) -> Server:
+def start(db: Path | str, effects: Path, log: Path, port: int | None = None, **env: str) -> Server:
     port = port or free_port()
     environ = {
         **os.environ,
