@@ -73,9 +73,50 @@ def test_a_server_with_streams_open_stops_promptly(tmp_path: Path) -> None:
         read_events(client, f"/api/runs/{run_id}/events", 1)
         began = time.monotonic()
         stop(server, signal.SIGTERM)
-        assert time.monotonic() - began < 8
+        assert time.monotonic() - began < 3  # measured: 0.2 s
         # uvicorn re-raises the signal once it has shut down cleanly
         assert server.process.returncode == -signal.SIGTERM
         assert "Traceback" not in server.log.read_text()
         for s in streams:
             s.close()
+
+
+def test_the_demo_serves_its_waiting_write_in_the_inbox(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from service_support import TOKEN, free_port
+
+    port = free_port()
+    env = {**os.environ, "LOOPSTATE_TOKEN": TOKEN}
+    log = (tmp_path / "demo.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loopstate", "demo", "--serve", "--port", str(port)],
+        env=env, stdout=log, stderr=log, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as c:
+
+            def waiting() -> list[dict[str, Any]]:
+                """the demo's write is in the inbox"""
+                try:
+                    return list(c.get("/api/approvals").json()["items"])
+                except httpx.TransportError:
+                    return []
+
+            [item] = wait_for(waiting, within=30)
+            assert item["tool"] == "write"
+            assert item["arguments"]["path"] == "notes.md"
+            path = f"/api/runs/{item['run_id']}/calls/{item['call_id']}/decision"
+            body = {"decision": "approve", "digest": item["digest"]}
+            assert c.post(path, json=body, headers={"Idempotency-Key": "d"}).is_success
+            wait_for(lambda: c.get(f"/api/runs/{item['run_id']}").json()["status"] == "done")
+        notes = tmp_path / ".loopstate" / "demo-workspace" / "notes.md"
+        assert "driven by" in notes.read_text()
+    finally:
+        process.terminate()
+        process.wait(15)
+        log.close()

@@ -11,6 +11,7 @@ from typing import Any
 from loopstate.cli.stores import DB_HELP, DEFAULT_DB, open_store
 from loopstate.cli.text import shown
 from loopstate.engine.errors import DefinitionError, LoopstateError
+from loopstate.engine.store import Store
 
 
 def register(subparsers: Any) -> None:
@@ -36,39 +37,55 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        app, token = build(args)
+        from loopstate.cli.runs import load_agent
+
+        store = open_store(args.db)
+        agents = {}
+        for spec in args.agent:
+            name, _, target = spec.rpartition("=")
+            agents[name or target.rpartition(":")[2]] = load_agent(target).clone(store=store)
+        token = args.token or os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
+        return serve(agents, store, token, args.host, args.port)
     except LoopstateError as exc:
         print(shown(f"loopstate serve: {exc}"), file=sys.stderr)
         return 2
-    import uvicorn
-
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"loopstate serve: http://{host}:{args.port}/ui/?token={token}", flush=True)
-    uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5
-    )
-    return 0
 
 
-def build(args: argparse.Namespace) -> tuple[Any, str]:
+def serve(agents: dict[str, Any], store: Store, token: str, host: str, port: int) -> int:
+    """Serve `agents` on `store` until SIGTERM or SIGINT."""
     try:
+        import uvicorn
+
         from loopstate.service import Service, create_app
     except ImportError as exc:
         raise DefinitionError(
             f"loopstate serve needs the service extra ({exc.name} is missing): "
             "pip install 'loopstate[service]'"
         ) from None
-    from loopstate.cli.runs import load_agent
-
-    store = open_store(args.db)
-    agents = {}
-    for spec in args.agent:
-        name, _, target = spec.rpartition("=")
-        agent = load_agent(target)
-        agents[name or target.rpartition(":")[2]] = agent.clone(store=store)
-    token = args.token or os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
     try:
-        service = Service(agents, store=store, token=token)
+        app = create_app(Service(agents, store=store, token=token))
     except ValueError as exc:
         raise DefinitionError(str(exc)) from None
-    return create_app(service), token
+    shown_host = f"[{host}]" if ":" in host else host
+    print(f"loopstate serve: http://{shown_host}:{port}/ui/?token={token}", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    return 0
+
+
+def serve_demo(port: int) -> int:
+    """`loopstate demo --serve`: the demo's run waits for its write to be approved; the inbox
+    at the printed address decides it, and this process continues the run."""
+    import asyncio
+
+    from loopstate import demo
+
+    demo.seed_workspace(demo.SUSPEND_WORKSPACE.resolve())
+    agent = demo.suspended_agent()
+    try:
+        result = asyncio.run(agent.run(demo.TASK, run_id=f"demo.{secrets.token_hex(8)}"))
+        print(shown(f"loopstate demo: run {result.run_id} is {result.status}"), flush=True)
+        token = os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
+        return serve({"demo": agent}, agent.store, token, "127.0.0.1", port)
+    except LoopstateError as exc:
+        print(shown(f"loopstate demo: {exc}"), file=sys.stderr)
+        return 2
