@@ -1,7 +1,14 @@
 "use strict";
 const list = document.getElementById("approvals");
 const live = document.getElementById("live");
-const drafts = new Map(); // call key → what the person typed, kept across live refreshes
+// What the person typed but has not sent, by call: kept across live refreshes and reloads.
+const drafts = {
+  all: JSON.parse(sessionStorage.getItem("loopstate-drafts") || "{}"),
+  get(key) { return this.all[key]; },
+  set(key, value) { this.all[key] = value; this.save(); },
+  delete(key) { delete this.all[key]; this.save(); },
+  save() { sessionStorage.setItem("loopstate-drafts", JSON.stringify(this.all)); },
+};
 
 function callKey(item) { return `${item.run_id}/${item.call_id}`; }
 
