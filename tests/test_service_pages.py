@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 from service_support import TOKEN, Server, serving, wait_for
 
 pytestmark = pytest.mark.slow
@@ -88,7 +89,9 @@ def test_a_person_decides_in_the_inbox_and_watches_the_run_live(
         error.wait_for()
         assert error.get_attribute("data-field") == "amount"
         assert "not of type 'integer'" in error.inner_text()
-        page.wait_for_function("document.querySelectorAll('article').length === 2")
+        expect(page.locator("article")).to_have_count(
+            2
+        )  # (the CSP forbids wait_for_function's eval)
         page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
 
         run_page = page.context.new_page()
@@ -129,3 +132,24 @@ def test_the_pages_need_the_token(tmp_path: Path, browser_page: Any) -> None:
 def _server_alive(server: Server) -> bool:
     with server.client() as c:
         return c.get("/api/runs").status_code == 200
+
+
+def test_a_live_update_leaves_the_card_being_typed_in_alone(
+    tmp_path: Path, browser_page: Any
+) -> None:
+    page = browser_page
+    with serving(tmp_path) as server, server.client() as client:
+        first = start_run(client)
+        page.goto(f"{server.url}/ui/?token={TOKEN}")
+        page.wait_for_selector("article", state="attached")
+        reason = card(page, first, "send_email").get_by_placeholder("reason")
+        reason.fill("half-typed")
+        second = start_run(client)  # another run's calls arrive while the person types
+        expect(page.locator("article")).to_have_count(4)
+        assert reason.evaluate("node => node === document.activeElement")
+        assert card(page, second, "charge").count() == 1
+        page.reload()
+        assert (
+            card(page, first, "send_email").get_by_placeholder("reason").input_value()
+            == "half-typed"
+        )

@@ -74,13 +74,24 @@ async function refresh() {
   refreshing = (async () => {
     const result = await ls.api("GET", "/api/approvals?limit=200");
     if (!result.ok) { live.textContent = result.data.detail || "cannot load"; return; }
+    // A card stays as it is while its call waits (what is typed, its errors, its focus):
+    // only new calls get a card, and decided ones lose theirs.
     const keep = new Map([...list.querySelectorAll("article")].map((n) => [`${n.dataset.run}/${n.dataset.call}`, n]));
-    const nodes = result.data.items.map((item) => {
-      const old = keep.get(callKey(item));
-      return old && old.contains(document.activeElement) ? old : card(item);
-    });
-    list.replaceChildren(...nodes);
-    if (!nodes.length) list.append(ls.el("p", { class: "empty", text: "Nothing is waiting for a decision." }));
+    // Nodes that stay are never detached, so the focus stays where the person is.
+    const items = result.data.items;
+    const wanted = new Set(items.map(callKey));
+    for (const [key, node] of keep) if (!wanted.has(key)) node.remove();
+    list.querySelector(".empty")?.remove();
+    let previous = null;
+    for (const item of items) {
+      let node = keep.get(callKey(item));
+      if (!node) {
+        node = card(item);
+        if (previous) previous.after(node); else list.prepend(node);
+      }
+      previous = node;
+    }
+    if (!items.length) list.append(ls.el("p", { class: "empty", text: "Nothing is waiting for a decision." }));
   })();
   try { await refreshing; } finally { refreshing = null; }
 }
