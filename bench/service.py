@@ -123,8 +123,11 @@ async def delivery(client: httpx.AsyncClient, streams: int) -> tuple[list[float]
     async def follow(run_id: str) -> None:
         headers = {**HEADERS, "Last-Event-ID": "2"}  # start, reply: already stored
         async with listener.stream("GET", f"/api/runs/{run_id}/events", headers=headers) as s:
+            kind = ""
             async for line in s.aiter_lines():
-                if line.startswith("data:"):
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                if line.startswith("data:") and kind == "transition":  # not the live deltas
                     data = json.loads(line[5:])
                     latencies.append(time.time() - data["time"])
                     if data["to"] == "done":

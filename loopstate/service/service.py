@@ -32,6 +32,12 @@ class StreamPolicy:
 
 
 class Service:
+    """The agents served by name, on one `store` (default: the first agent's; each agent is
+    cloned onto it). `token`: required as `Authorization: Bearer` (or the pages' cookie);
+    None leaves authentication to `authorize`, which names the actor of every request or
+    refuses it (default: everyone is `http`). `poll_s`: how soon a change made by another
+    process on the store reaches this one's streams."""
+
     def __init__(
         self,
         agents: Mapping[str, Agent | Flow],
