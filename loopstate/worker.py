@@ -10,15 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from loopstate.engine.clock import Clock
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import DEFAULT_LEASE_S, lease_owner
 
 if TYPE_CHECKING:
-    from loopstate.machines.agent import Agent
-    from loopstate.machines.flows import Flow
+    from loopstate.engine.store import Store
+
+
+class Resumable(Protocol):
+    """What a worker drives: an `Agent`, a `Flow`, or anything that resumes their runs (the
+    HTTP service resumes each run with the agent that started it)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    async def resume(
+        self, run_id: str, *, owner: str | None = None, drain: asyncio.Event | None = None
+    ) -> Any: ...
 
 
 class Worker:
@@ -28,7 +43,7 @@ class Worker:
 
     def __init__(
         self,
-        target: Agent | Flow,
+        target: Resumable,
         *,
         concurrency: int = 4,
         poll_s: float = 1.0,
@@ -61,6 +76,10 @@ class Worker:
                     tasks.create_task(self._resume(run_id))
                 if not claimed or len(self._in_flight) >= self.concurrency:
                     await self._pause(stop)
+
+    def wake(self) -> None:
+        """Claim now rather than at the next poll (e.g. a run's last decision just arrived)."""
+        self._finished.set()
 
     async def _claim(self) -> list[str]:
         free = self.concurrency - len(self._in_flight)

@@ -18,6 +18,7 @@ COMMANDS = (
     "loopstate.cli.replay",
     "loopstate.cli.runs",
     "loopstate.cli.temporal",
+    "loopstate.cli.serve",
     "loopstate.cli.worker",
 )
 

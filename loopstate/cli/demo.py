@@ -39,10 +39,21 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="ask nobody: suspend at the first gated call, to decide from another terminal",
     )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="leave the run waiting and serve the approval inbox (needs loopstate[service])",
+    )
+    parser.add_argument("--port", type=int, default=8000, help="for --serve (%(default)s)")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.serve:
+        from loopstate.cli.serve import serve_demo
+
+        served: int = serve_demo(args.port)
+        return served
     return asyncio.run(_demo(args, ask=input))
 
 

@@ -1,0 +1,91 @@
+"""`loopstate serve`: the HTTP API and the approval pages for some agents, on one store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from typing import Any
+
+from loopstate.cli.stores import add_db_option, db_of, open_store
+from loopstate.cli.text import shown
+from loopstate.engine.errors import DefinitionError, LoopstateError
+from loopstate.engine.store import Store
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the HTTP API and the approval inbox for some agents",
+        description="Serve the agents over HTTP (needs `pip install 'loopstate[service]'`). "
+        "Requests need the token: --token, else $LOOPSTATE_TOKEN, else one generated and "
+        "printed at start. Open the printed /ui/ address to see the approval inbox.",
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        required=True,
+        help="[name=]module:attr of an Agent or Flow (repeatable; the name defaults to attr)",
+    )
+    add_db_option(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port (%(default)s)")
+    parser.add_argument("--token", help="the bearer token (default: $LOOPSTATE_TOKEN or random)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        from loopstate.cli.runs import load_agent
+
+        store = open_store(db_of(args))
+        agents = {}
+        for spec in args.agent:
+            name, _, target = spec.rpartition("=")
+            agents[name or target.rpartition(":")[2]] = load_agent(target).clone(store=store)
+        token = args.token or os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
+        return serve(agents, store, token, args.host, args.port)
+    except LoopstateError as exc:
+        print(shown(f"loopstate serve: {exc}"), file=sys.stderr)
+        return 2
+
+
+def serve(agents: dict[str, Any], store: Store, token: str, host: str, port: int) -> int:
+    """Serve `agents` on `store` until SIGTERM or SIGINT."""
+    try:
+        import uvicorn
+
+        from loopstate.service import Service, create_app
+    except ImportError as exc:
+        raise DefinitionError(
+            f"loopstate serve needs the service extra ({exc.name} is missing): "
+            "pip install 'loopstate[service]'"
+        ) from None
+    try:
+        app = create_app(Service(agents, store=store, token=token))
+    except ValueError as exc:
+        raise DefinitionError(str(exc)) from None
+    shown_host = f"[{host}]" if ":" in host else host
+    print(f"loopstate serve: http://{shown_host}:{port}/ui/?token={token}", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    return 0
+
+
+def serve_demo(port: int) -> int:
+    """`loopstate demo --serve`: the demo's run waits for its write to be approved; the inbox
+    at the printed address decides it, and this process continues the run."""
+    import asyncio
+
+    from loopstate import demo
+
+    demo.seed_workspace(demo.SUSPEND_WORKSPACE.resolve())
+    agent = demo.suspended_agent()
+    try:
+        result = asyncio.run(agent.run(demo.TASK, run_id=f"demo.{secrets.token_hex(8)}"))
+        print(shown(f"loopstate demo: run {result.run_id} is {result.status}"), flush=True)
+        token = os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
+        return serve({"demo": agent}, agent.store, token, "127.0.0.1", port)
+    except LoopstateError as exc:
+        print(shown(f"loopstate demo: {exc}"), file=sys.stderr)
+        return 2

@@ -1,0 +1,53 @@
+"""loopstate over HTTP: a FastAPI router, an app factory, the inbox and run pages.
+
+Needs the `service` extra (`pip install "loopstate[service]"`); `import loopstate` never
+imports this package.
+
+    service = Service({"docs": agent}, token="…")
+    app = create_app(service)                       # or, in your own FastAPI app:
+    app.include_router(service_router(service))     # and enter `service.lifespan()` in yours
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+from fastapi.exceptions import RequestValidationError
+
+from loopstate.service import api_runs, api_streams, pages
+from loopstate.service.auth import Action, Authorize
+from loopstate.service.problems import Problem, problem_handler, validation_handler
+from loopstate.service.service import Service, StreamPolicy
+
+__all__ = [
+    "Action",
+    "Authorize",
+    "Problem",
+    "Service",
+    "StreamPolicy",
+    "create_app",
+    "install_errors",
+    "service_router",
+]
+
+
+def service_router(service: Service) -> APIRouter:
+    """Every endpoint (`/api/...` and `/ui/...`) as one router to mount; also call
+    `install_errors(app)` so refusals are `application/problem+json`."""
+    router = APIRouter()
+    router.include_router(api_runs.routes(service))
+    router.include_router(api_streams.routes(service))
+    router.include_router(pages.routes(service))
+    return router
+
+
+def install_errors(app: FastAPI) -> None:
+    app.add_exception_handler(Problem, problem_handler)
+    app.add_exception_handler(RequestValidationError, validation_handler)
+
+
+def create_app(service: Service) -> FastAPI:
+    """A FastAPI app serving `service`, whose lifespan runs the claim loop and the feed."""
+    app = FastAPI(title="loopstate", lifespan=service.lifespan, docs_url=None, redoc_url=None)
+    install_errors(app)
+    app.include_router(service_router(service))
+    return app

@@ -1,0 +1,196 @@
+"""The run endpoints: list, start, show, approvals, decide, abort."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+
+from loopstate.engine.errors import DecisionError, RunBusy, RunNotFound, RunNotResumable
+from loopstate.engine.operations import abort_run, queue_decision
+from loopstate.engine.state import RunState
+from loopstate.engine.store import ready
+from loopstate.service.decisions import as_problem, check_decision, decision_of
+from loopstate.service.problems import PROBLEM, Problem
+from loopstate.service.service import Service
+from loopstate.service.views import approvals_of, check_limit, page, run_view, summary_view
+
+Answer = tuple[int, dict[str, Any]]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StartBody(_Body):
+    prompt: str
+
+
+class DecisionBody(_Body):
+    decision: Literal["approve", "deny", "edit", "abort"]
+    digest: str | None = None
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+
+
+class MessageBody(_Body):
+    text: str
+
+
+class AbortBody(_Body):
+    reason: str = "aborted over HTTP"
+
+
+def answer(result: Answer) -> JSONResponse:
+    status, body = result
+    return JSONResponse(body, status_code=status, media_type=PROBLEM if status >= 400 else None)
+
+
+async def load(service: Service, run_id: str) -> RunState:
+    try:
+        return await service.store.load(run_id)
+    except RunNotFound:
+        raise Problem(404, f"no run {run_id!r}") from None
+
+
+def routes(service: Service) -> APIRouter:
+    router = APIRouter(prefix="/api")
+    guard = service.guard
+
+    @router.get("/runs")
+    async def list_runs(
+        request: Request, status: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        await guard.identity(request, "read", None)
+        check_limit(limit)
+        runs = await service.store.list_runs(status=status or None, limit=100_000)
+        return page([summary_view(s) for s in runs], cursor, limit)
+
+    @router.post("/agents/{name}/runs", status_code=202)
+    async def start_run(
+        request: Request,
+        name: str,
+        body: StartBody,
+        idempotency_key: str | None = Header(None),
+    ) -> JSONResponse:
+        actor = await guard.identity(request, "start", None)
+        if name not in service.runner.agents:
+            raise Problem(404, f"no agent named {name!r} is served here")
+
+        async def start() -> Answer:
+            return 202, {"run_id": await service.runner.start(name, body.prompt)}
+
+        if idempotency_key is None:
+            return answer(await start())
+        scope = f"{actor} start {name}"
+        return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), start))
+
+    @router.get("/runs/{run_id}")
+    async def show_run(request: Request, run_id: str) -> dict[str, Any]:
+        await guard.identity(request, "read", run_id)
+        return run_view(await load(service, run_id))
+
+    @router.get("/approvals")
+    async def approvals(
+        request: Request,
+        run_id: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        await guard.identity(request, "read", run_id)
+        check_limit(limit)
+        if run_id is not None:
+            states = [await load(service, run_id)]
+        else:
+            waiting = await service.store.list_runs(status="awaiting_approval", limit=100_000)
+            states = [await service.store.load(s.run_id) for s in waiting]
+        items = [a for s in states for a in approvals_of(s) if tool is None or a["tool"] == tool]
+        items.sort(key=lambda a: (-a["requested_at"], a["run_id"], a["call_id"]))
+        return page(items, cursor, limit)
+
+    @router.post("/runs/{run_id}/calls/{call_id}/decision")
+    async def decide(
+        request: Request,
+        run_id: str,
+        call_id: str,
+        body: DecisionBody,
+        idempotency_key: str | None = Header(None),
+    ) -> JSONResponse:
+        actor = await guard.identity(request, "decide", run_id)
+        if not idempotency_key:
+            raise Problem(400, "a decision requires an Idempotency-Key header")
+
+        async def record() -> Answer:
+            async with service.run_lock(run_id):
+                state = check_decision(await load(service, run_id), call_id, body)
+                try:
+                    state = await queue_decision(
+                        service.store, run_id, call_id, decision_of(body, state, call_id),
+                        actor=actor, clock=service.runner.clock,
+                    )  # fmt: skip
+                except (DecisionError, RunBusy, RunNotResumable) as exc:
+                    raise as_problem(exc) from None
+            service.hub.touch(run_id)
+            continues = ready(state)
+            if continues:
+                service.runner.worker.wake()
+            return 200, {"run_id": run_id, "call_id": call_id, "decision": body.decision,
+                         "actor": actor, "continues": continues}  # fmt: skip
+
+        scope = f"{actor} decide {run_id} {call_id}"
+        return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), record))
+
+    @router.post("/runs/{run_id}/messages", status_code=202)
+    async def message(
+        request: Request,
+        run_id: str,
+        body: MessageBody,
+        idempotency_key: str | None = Header(None),
+    ) -> JSONResponse:
+        actor = await guard.identity(request, "message", run_id)
+
+        async def converse() -> Answer:
+            state = await load(service, run_id)
+            if state.status not in ("done", "awaiting_input"):
+                raise Problem(409, f"run {run_id} is {state.status}: only a run that answered "
+                              "or waits for input takes a message")  # fmt: skip
+            if not body.text.strip():
+                raise Problem(422, "text is empty", errors=[{"field": "text", "message": "empty"}])
+            try:
+                await service.runner.converse(run_id, body.text, actor)
+            except (RunBusy, RunNotResumable, DecisionError) as exc:
+                raise as_problem(exc) from None
+            return 202, {"run_id": run_id}
+
+        if idempotency_key is None:
+            return answer(await converse())
+        scope = f"{actor} message {run_id}"
+        return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), converse))
+
+    @router.post("/runs/{run_id}/abort")
+    async def abort(
+        request: Request,
+        run_id: str,
+        body: AbortBody,
+        idempotency_key: str | None = Header(None),
+    ) -> JSONResponse:
+        actor = await guard.identity(request, "abort", run_id)
+
+        async def stop() -> Answer:
+            await load(service, run_id)
+            try:
+                result = await abort_run(service.store, run_id, body.reason, actor=actor)
+            except (RunBusy, RunNotResumable) as exc:
+                raise as_problem(exc) from None
+            service.hub.touch(run_id)
+            return 200, {"run_id": run_id, "status": result.status}
+
+        if idempotency_key is None:
+            return answer(await stop())
+        scope = f"{actor} abort {run_id}"
+        return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), stop))
+
+    return router

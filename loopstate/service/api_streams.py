@@ -1,0 +1,164 @@
+"""The event streams (SSE) and the run diagram.
+
+`GET /api/runs/{run_id}/events`: the run's transitions as stored, each with its `seq` as the
+SSE `id`; with `Last-Event-ID: n` the stream starts after transition n, so a client that
+reconnects (to this process or another on the same store, after a restart too) gets exactly
+what it missed. `GET /api/events`: a `run` event (no id) whenever a run changes; a client
+reloads what it shows (e.g. `/api/approvals`) when it (re)connects. A run's stream also
+forwards the model's streamed deltas (`text_delta`, `tool_call_delta`) live and without an
+id, when this process drives the run: they are never stored. Each stream sends a
+keep-alive comment every `ping_s`, and ends after `lifetime_s` with `retry:` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from loopstate.engine.errors import DefinitionError
+from loopstate.engine.streaming import TextDelta, ToolCallDelta
+from loopstate.service.api_runs import load
+from loopstate.service.feed import Item, Notice
+from loopstate.service.problems import Problem
+from loopstate.service.service import Service
+from loopstate.service.views import transition_view
+
+Delta = TextDelta | ToolCallDelta
+
+
+def routes(service: Service) -> APIRouter:
+    router = APIRouter(prefix="/api")
+    guard = service.guard
+
+    @router.get("/runs/{run_id}/events")
+    async def run_events(
+        request: Request,
+        run_id: str,
+        last_event_id: str | None = Header(None),
+    ) -> EventSourceResponse:
+        await guard.identity(request, "read", run_id)
+        after = _after(last_event_id or request.query_params.get("last_event_id"))
+        await load(service, run_id)
+        return _response(service, _run_stream(service, run_id, after))
+
+    @router.get("/events")
+    async def all_events(request: Request) -> EventSourceResponse:
+        await guard.identity(request, "read", None)
+        return _response(service, _all_stream(service))
+
+    @router.get("/runs/{run_id}/diagram.mmd")
+    async def diagram_mermaid(request: Request, run_id: str) -> Response:
+        await guard.identity(request, "read", run_id)
+        text = _diagram(await load(service, run_id), "mermaid")
+        return Response(text, media_type="text/plain; charset=utf-8")
+
+    @router.get("/runs/{run_id}/diagram.svg")
+    async def diagram_svg(request: Request, run_id: str) -> Response:
+        await guard.identity(request, "read", run_id)
+        state = await load(service, run_id)
+        svg = await asyncio.to_thread(_diagram, state, "svg")
+        return Response(svg, media_type="image/svg+xml")
+
+    return router
+
+
+def _after(value: str | None) -> int:
+    if value is None or value == "":
+        return 0
+    if not value.isdigit() or len(value) > 12:
+        raise Problem(400, "Last-Event-ID must be an event id this stream sent")
+    return int(value)
+
+
+def _response(service: Service, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+    return EventSourceResponse(
+        events,
+        ping=service.streams.ping_s,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        send_timeout=30,
+    )
+
+
+async def _run_stream(service: Service, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    policy = service.streams
+    queue = service.hub.subscribe(run_id)
+    try:
+        yield ServerSentEvent(retry=policy.retry_ms, comment=f"run {run_id}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + policy.lifetime_s
+        sent, upto = after, None
+        while True:
+            state = await service.store.load(run_id)
+            for t in state.transitions[sent:upto]:
+                data = {**transition_view(run_id, t), "status": state.status}
+                yield ServerSentEvent(json.dumps(data), id=str(t.seq), event="transition")
+                sent = t.seq
+            while isinstance(item := await _next(queue, deadline - loop.time()), Delta):
+                yield ServerSentEvent(item.model_dump_json(), event=item.kind)
+            if item is None:
+                return
+            upto = item.seq
+    finally:
+        service.hub.unsubscribe(run_id, queue)
+
+
+async def _all_stream(service: Service) -> AsyncIterator[ServerSentEvent]:
+    policy = service.streams
+    queue = service.hub.subscribe(None)
+    try:
+        yield ServerSentEvent(retry=policy.retry_ms, comment="all runs")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + policy.lifetime_s
+        while (notice := await _next(queue, deadline - loop.time())) is not None:
+            if isinstance(notice, Notice):
+                yield ServerSentEvent(json.dumps(_notice_view(notice)), event="run")
+    finally:
+        service.hub.unsubscribe(None, queue)
+
+
+async def _next(queue: asyncio.Queue[Item], within: float) -> Item | None:
+    if within <= 0:
+        return None
+    try:
+        return await asyncio.wait_for(queue.get(), within)
+    except TimeoutError:
+        return None
+
+
+def _notice_view(notice: Notice) -> dict[str, Any]:
+    s = notice.summary
+    if s is None:
+        return {"run_id": notice.run_id}
+    return {"run_id": s.run_id, "state": s.state, "status": s.status, "pending": s.pending,
+            "updated_at": s.updated_at}  # fmt: skip
+
+
+def _diagram(state: Any, fmt: str) -> str | bytes:
+    from loopstate.cli.diagram import machine_class
+    from loopstate.engine.diagram import (
+        GraphvizFailed,
+        GraphvizNotFound,
+        graph_of,
+        overlay_of,
+        render,
+        to_dot,
+        to_mermaid,
+    )  # fmt: skip
+
+    try:
+        graph = graph_of(machine_class(state.machine))
+    except DefinitionError as exc:
+        raise Problem(404, f"no diagram: {exc}") from None
+    overlay = overlay_of(state.transitions, state.state)
+    if fmt == "mermaid":
+        return to_mermaid(graph, overlay)
+    try:
+        return render(to_dot(graph, overlay), "svg")
+    except (GraphvizNotFound, GraphvizFailed) as exc:
+        raise Problem(503, f"no SVG: {exc}") from None

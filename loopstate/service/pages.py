@@ -1,0 +1,68 @@
+"""The pages: `/ui/` (the approval inbox) and `/ui/runs/{run_id}` (a run, live), and their
+vendored assets. The HTML is static: every value is put in by script as text (never parsed
+as HTML), so nothing a model chose can become markup. `?token=` sets the cookie the pages'
+requests carry (SameSite=Strict, HttpOnly) and is dropped from the address at once."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from loopstate.service.auth import COOKIE
+from loopstate.service.problems import Problem
+from loopstate.service.service import Service
+
+ASSETS = {
+    "style.css": "text/css; charset=utf-8",
+    "common.js": "text/javascript; charset=utf-8",
+    "inbox.js": "text/javascript; charset=utf-8",
+    "run.js": "text/javascript; charset=utf-8",
+    "mermaid.min.js": "text/javascript; charset=utf-8",
+}
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        "style-src 'self' 'unsafe-inline'; font-src 'self' data:; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("loopstate.service").joinpath("static", name).read_bytes()
+
+
+def routes(service: Service) -> APIRouter:
+    router = APIRouter(prefix="/ui")
+
+    def page(request: Request, name: str) -> Response:
+        token = request.query_params.get("token")
+        if token is not None:
+            response = RedirectResponse(request.url.path, status_code=303)
+            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+            return response
+        service.guard.authenticate(request)
+        return Response(_asset(name), media_type="text/html; charset=utf-8", headers=HEADERS)
+
+    @router.get("/")
+    async def inbox(request: Request) -> Response:
+        return page(request, "inbox.html")
+
+    @router.get("/runs/{run_id}")
+    async def run_page(request: Request, run_id: str) -> Response:
+        return page(request, "run.html")
+
+    @router.get("/static/{name}")
+    async def asset(name: str) -> Response:
+        media = ASSETS.get(name)
+        if media is None:
+            raise Problem(404, "no such asset")
+        headers = {**HEADERS, "Cache-Control": "public, max-age=3600"}
+        return Response(_asset(name), media_type=media, headers=headers)
+
+    return router

@@ -1,0 +1,128 @@
+"""What the API answers with: runs, their transitions and calls, pending approvals, as JSON
+data (field names are the HTTP contract)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from loopstate.engine.state import CallRecord, RunState, Transition
+from loopstate.engine.store import RunSummary
+from loopstate.service.problems import Problem
+
+MAX_LIMIT = 500
+
+
+def transition_view(run_id: str, t: Transition) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "seq": t.seq,
+        "from": t.source,
+        "to": t.target,
+        "event": t.event,
+        "time": t.at,
+        "reason": t.reason,
+        "actor": t.actor,
+    }
+
+
+def requested_at(state: RunState) -> float:
+    """When the current batch started waiting: its last move into `awaiting_approval`."""
+    for t in reversed(state.transitions):
+        if t.target == "awaiting_approval":
+            return t.at
+    return state.updated_at
+
+
+def approvals_of(state: RunState) -> list[dict[str, Any]]:
+    """The run's calls that still wait for a decision (not those with one queued)."""
+    queued = {q.call_id for q in state.inbox}
+    at = requested_at(state)
+    return [
+        {
+            "run_id": state.run_id,
+            "call_id": p.call_id,
+            "tool": p.tool,
+            "arguments": p.arguments,
+            "digest": p.digest,
+            "reason": p.reason,
+            "requested_at": at,
+        }
+        for p in state.pending
+        if p.call_id not in queued
+    ]
+
+
+def call_view(call: CallRecord) -> dict[str, Any]:
+    return {
+        "call_id": call.call_id,
+        "tool": call.tool,
+        "arguments": call.arguments,
+        "executed_arguments": call.executed_arguments,
+        "digest": call.digest,
+        "status": call.status,
+        "reason": call.reason,
+        "decision": None if call.decision is None else call.decision.kind,
+        "decided_by": call.decided_by,
+        "decided_at": call.decided_at,
+        "result": call.result,
+    }
+
+
+def summary_view(summary: RunSummary) -> dict[str, Any]:
+    return summary.model_dump(mode="json")
+
+
+def run_view(state: RunState) -> dict[str, Any]:
+    return {
+        "run_id": state.run_id,
+        "machine": state.machine,
+        "state": state.state,
+        "status": state.status,
+        "phase": state.phase,
+        "pending": approvals_of(state),
+        "queued": [
+            {"call_id": q.call_id, "decision": q.decision.kind, "actor": q.actor, "at": q.at}
+            for q in state.inbox
+        ],
+        "transitions": [transition_view(state.run_id, t) for t in state.transitions],
+        "messages": [m.model_dump(mode="json", exclude_none=True) for m in state.messages],
+        "calls": [call_view(c) for c in state.calls],
+        "usage": state.usage.model_dump(mode="json"),
+        "steps": state.steps,
+        "output": state.output,
+        "stop_reason": state.stop_reason,
+        "error": state.error,
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+    }
+
+
+def page(items: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
+    """One page of `items` (all of them, in order) from `cursor`, with the next cursor."""
+    start = decode_cursor(cursor)
+    chunk = items[start : start + limit]
+    more = start + limit < len(items)
+    return {"items": chunk, "next_cursor": encode_cursor(start + limit) if more else None}
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o{offset}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if text[:1] == "o" and text[1:].isdigit():
+            return int(text[1:])
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise Problem(400, "invalid cursor: pass back a next_cursor this API returned")
+
+
+def check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise Problem(400, f"limit must be between 1 and {MAX_LIMIT}")
+    return limit

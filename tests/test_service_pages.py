@@ -1,0 +1,155 @@
+"""The inbox and run pages in a real Chromium (Debian's, driven by playwright; no download):
+approve one call, deny another with a reason, see an invalid edit's field error, watch the
+run page's highlighted state change live, reload and find the same state."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+from service_support import TOKEN, Server, serving, wait_for
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which("chromium"), "scripts/setup installs Debian's chromium"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        dialogs: list[str] = []
+        context.on(
+            "page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        )
+        page = context.new_page()
+        page.dialogs = dialogs
+        yield page
+        browser.close()
+
+
+def start_run(client: httpx.Client) -> str:
+    run_id: str = client.post("/api/agents/agent/runs", json={"prompt": "pay"}).json()["run_id"]
+    wait_for(
+        lambda: len(client.get("/api/approvals", params={"run_id": run_id}).json()["items"]) == 2
+    )
+    return run_id
+
+
+def card(page: Any, run_id: str, tool: str) -> Any:
+    return page.locator(f"article[data-run='{run_id}']", has=page.locator(f"h2:text-is('{tool}')"))
+
+
+def test_a_person_decides_in_the_inbox_and_watches_the_run_live(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    page = browser_page
+    with serving(tmp_path) as server, server.client() as client:
+        first, second = start_run(client), start_run(client)
+        page.goto(f"{server.url}/ui/?token={TOKEN}")
+        assert page.url == f"{server.url}/ui/"  # the token left the address
+        page.wait_for_selector("article", state="attached")
+        assert page.locator("article").count() == 4
+        email = card(page, first, "send_email")
+        assert "<script>alert(1)</script>" in email.locator("pre.arguments").inner_text()
+
+        card(page, first, "charge").get_by_role("button", name="Approve").click()
+        email.get_by_placeholder("reason").fill("not to ops")
+        email.get_by_role("button", name="Deny").click()
+        wait_for(lambda: client.get(f"/api/runs/{first}").json()["status"] == "done")
+        run = client.get(f"/api/runs/{first}").json()
+        assert {c["tool"]: c["decision"] for c in run["calls"]} == {
+            "charge": "approve",
+            "send_email": "deny",
+        }
+        assert "not to ops" in run["messages"][-2]["content"]
+
+        charge = card(page, second, "charge")
+        charge.locator("summary").click()
+        charge.locator("textarea").fill('{"amount": "lots"}')
+        charge.get_by_role("button", name="Run with these arguments").click()
+        error = charge.locator(".errors li")
+        error.wait_for()
+        assert error.get_attribute("data-field") == "amount"
+        assert "not of type 'integer'" in error.inner_text()
+        expect(page.locator("article")).to_have_count(
+            2
+        )  # (the CSP forbids wait_for_function's eval)
+        page.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
+
+        run_page = page.context.new_page()
+        run_page.goto(f"{server.url}/ui/runs/{second}")
+        run_page.wait_for_selector("#diagram[data-current='awaiting_approval']", state="attached")
+        assert run_page.locator("#diagram svg").count() == 1
+        run_page.evaluate("window.notReloaded = true")
+        decide_all(client, second)
+        run_page.wait_for_selector("#diagram[data-current='done']", state="attached", timeout=15000)
+        assert run_page.evaluate("window.notReloaded") is True
+        assert run_page.locator("#status").inner_text() == "done"
+        run_page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+
+        run_page.reload()
+        run_page.wait_for_selector("#diagram[data-current='done']", state="attached")
+        assert run_page.locator("#transitions tr").count() == 5
+        assert page.dialogs == []  # no script a model chose ever ran
+    keep = Path("/tmp/service-screenshots")
+    keep.mkdir(exist_ok=True)
+    for name in ("inbox.png", "run.png"):
+        shutil.copy(tmp_path / name, keep / name)
+
+
+def decide_all(client: httpx.Client, run_id: str) -> None:
+    for item in client.get("/api/approvals", params={"run_id": run_id}).json()["items"]:
+        path = f"/api/runs/{run_id}/calls/{item['call_id']}/decision"
+        body = {"decision": "approve", "digest": item["digest"]}
+        assert client.post(path, json=body, headers={"Idempotency-Key": item["call_id"]}).is_success
+
+
+def test_the_pages_need_the_token(tmp_path: Path, browser_page: Any) -> None:
+    with serving(tmp_path) as server:
+        response = browser_page.goto(f"{server.url}/ui/")
+        assert response.status == 401
+        assert _server_alive(server)
+
+
+def _server_alive(server: Server) -> bool:
+    with server.client() as c:
+        return c.get("/api/runs").status_code == 200
+
+
+def test_a_live_update_leaves_the_card_being_typed_in_alone(
+    tmp_path: Path, browser_page: Any
+) -> None:
+    page = browser_page
+    with serving(tmp_path) as server, server.client() as client:
+        first = start_run(client)
+        page.goto(f"{server.url}/ui/?token={TOKEN}")
+        page.wait_for_selector("article", state="attached")
+        reason = card(page, first, "send_email").get_by_placeholder("reason")
+        reason.fill("half-typed")
+        second = start_run(client)  # another run's calls arrive while the person types
+        expect(page.locator("article")).to_have_count(4)
+        assert reason.evaluate("node => node === document.activeElement")
+        assert card(page, second, "charge").count() == 1
+        page.reload()
+        assert (
+            card(page, first, "send_email").get_by_placeholder("reason").input_value()
+            == "half-typed"
+        )
