@@ -33,6 +33,9 @@ class Deny(Frozen):
     kind: Literal["deny"] = "deny"
     digest: str | None = None
     reason: str
+    message: str | None = None
+    """The exact text the model receives instead of the default denial note (which quotes
+    `reason`); the audit trail keeps `reason` either way."""
 
     def __init__(self, reason: str = "denied", /, **data: Any) -> None:
         BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
@@ -61,6 +64,8 @@ class Abort(Frozen):
 
 
 Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]
+DecisionKind = Literal["approve", "deny", "edit", "abort"]
+DECISION_KINDS: tuple[DecisionKind, ...] = ("approve", "deny", "edit", "abort")
 """A decision may carry the `digest` of the request it answers; if it does, it is refused
 when the call's arguments differ."""
 
@@ -75,6 +80,9 @@ class ApprovalRequest(Frozen):
     reason: str
     digest: str
     """Binds a decision to exactly these arguments (see `arguments_digest`)."""
+    allowed: tuple[DecisionKind, ...] = DECISION_KINDS
+    """The decisions this call's tool accepts (`@tool(allowed_decisions=...)`); any other is
+    refused wherever it comes from."""
 
 
 Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision]]]

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loopstate.engine.approval import Decision, arguments_digest, as_decision
+from loopstate.engine.approval import Decision, Deny, arguments_digest, as_decision
 from loopstate.engine.arguments import parse_arguments, thaw
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
@@ -24,14 +24,23 @@ from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
+DenialFormatter = Callable[[CallRecord, Deny], str]
+"""(the denied call, the denial) → the exact text the model receives (`denial_message=`)."""
 ContextFactory = Callable[[str, str], ToolContext[Any]]
 """(call_id, tool name) → the context that call's tool receives."""
 
 
 class Executor:
-    def __init__(self, tools: Mapping[str, Tool], *, auto_approve: bool = False) -> None:
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        auto_approve: bool = False,
+        denial_message: DenialFormatter | None = None,
+    ) -> None:
         self.tools = tools
         self.auto_approve = auto_approve
+        self.denial_message = denial_message
 
     # -- classify a model turn's calls -------------------------------------------------------
 
@@ -72,6 +81,7 @@ class Executor:
                 "status": "awaiting",
                 "reason": reason,
                 "parameters": tool.definition.parameters,
+                "allowed": tool.allowed_decisions,
             }
         )
 
@@ -112,6 +122,7 @@ class Executor:
                 f"decision for call {record.call_id} was made for other arguments "
                 f"(digest {digest}, the call's is {record.digest})"
             )
+        record.check_allowed(decision.kind)
         update: dict[str, Any] = {"decision": decision, "decided_by": actor, "decided_at": at}
         match decision.kind:
             case "approve":
@@ -121,12 +132,20 @@ class Executor:
                 update["status"] = "approved"
             case "deny":
                 update["status"] = "denied"
-                reason = decision.reason
-                update["result"] = f"Denied: the reviewer did not allow this call. Reason: {reason}"
+                update["result"] = self._denial_text(record, decision)
             case "abort":
                 update["status"] = "denied"
                 update["result"] = f"Aborted: {decision.reason}"
         return record.model_copy(update=update)
+
+    def _denial_text(self, record: CallRecord, decision: Deny) -> str:
+        """What the model is told of a denial: the decision's own `message`, else the run's
+        formatter, else a note quoting the reason."""
+        if decision.message is not None:
+            return storable_text(decision.message)
+        if self.denial_message is not None:
+            return storable_text(self.denial_message(record, decision))
+        return f"Denied: the reviewer did not allow this call. Reason: {decision.reason}"
 
     def _check_edit(self, record: CallRecord, arguments: dict[str, Any]) -> None:
         tool = self.tools.get(record.tool)

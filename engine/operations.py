@@ -48,6 +48,7 @@ async def queue_decision(
                 f"decision for call {call_id} was made for other arguments "
                 f"(digest {decision.digest}, the call's is {call.digest})"
             )
+        call.check_allowed(decision.kind)
         if decision.kind == "edit":
             call.check_edit(decision.arguments)
         bound = decision.model_copy(update={"digest": call.digest})

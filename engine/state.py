@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from loopstate.engine.approval import ApprovalRequest, Decision
+from loopstate.engine.approval import DECISION_KINDS, ApprovalRequest, Decision, DecisionKind
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError
@@ -61,6 +61,17 @@ class CallRecord(Frozen):
     parameters: dict[str, Any] | None = None
     """The tool's JSON schema, kept while the call awaits a decision: an edit recorded by a
     process that does not have the tool (the CLI) is validated against it."""
+    allowed: tuple[DecisionKind, ...] = DECISION_KINDS
+    """The decisions the tool accepts, kept with the call so that a process without the tool
+    (the CLI) refuses the others too."""
+
+    def check_allowed(self, kind: str) -> None:
+        """Refuse (`DecisionError`) a decision kind this call's tool does not accept."""
+        if kind not in self.allowed:
+            raise DecisionError(
+                f"{self.tool} does not accept {kind!r} for call {self.call_id}; "
+                f"allowed: {', '.join(self.allowed)}"
+            )
 
     def check_edit(self, arguments: Any) -> None:
         """Refuse (`DecisionError`) edited arguments that do not fit the tool's schema."""
@@ -96,6 +107,7 @@ class CallRecord(Frozen):
             arguments=self.arguments or {},
             reason=self.reason,
             digest=self.digest,
+            allowed=self.allowed,
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind
 from loopstate.engine.logs import get_logger
 from loopstate.engine.model import ToolDefinition
 
@@ -57,6 +58,9 @@ class Tool:
     idempotent: bool = False
     is_async: bool = False
     max_result_chars: int = 20_000
+    allowed_decisions: tuple[DecisionKind, ...] = DECISION_KINDS
+    """The decisions a reviewer may give this tool's calls (e.g. no `edit`); `abort` is always
+    among them: a tool cannot forbid stopping the run."""
     parameters: dict[str, Any] | None = None
     """A JSON schema to show the model instead of the one derived from `args_model`
     (replay's stand-in tools carry the recorded schema this way)."""

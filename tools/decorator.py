@@ -6,11 +6,12 @@ import inspect
 import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, get_type_hints, overload
 
 from pydantic import ConfigDict, Field, create_model
 
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind
 from loopstate.engine.errors import DefinitionError, ToolDefinitionWarning
 from loopstate.engine.tool import ApprovalPredicate, Tool, ToolContext
 
@@ -32,6 +33,7 @@ def tool(
     category: str = "general",
     idempotent: bool = False,
     max_result_chars: int = 20_000,
+    allowed_decisions: Iterable[str] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -47,6 +49,7 @@ def tool(
     category: str = "general",
     idempotent: bool = False,
     max_result_chars: int = 20_000,
+    allowed_decisions: Iterable[str] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool. Use bare (`@tool`) or with options (`@tool(needs_approval=True)`).
 
@@ -56,6 +59,9 @@ def tool(
 
     `needs_approval` is a bool or a predicate over the validated arguments (and optionally the
     context): `needs_approval=lambda args: args.amount >= 100`.
+
+    `allowed_decisions` limits what a reviewer may decide for its calls, e.g.
+    `("approve", "deny")` forbids edits; `abort` is always allowed.
     """
 
     def build(func: Callable[..., Any], localns: dict[str, Any] | None = None) -> Tool:
@@ -73,9 +79,25 @@ def tool(
             category=category,
             idempotent=idempotent,
             max_result_chars=max_result_chars,
+            allowed_decisions=_allowed(name or func.__name__, allowed_decisions),
         )
 
     return build(fn, dict(sys._getframe(1).f_locals)) if fn is not None else build
+
+
+def _allowed(name: str, given: Iterable[str] | None) -> tuple[DecisionKind, ...]:
+    if given is None:
+        return DECISION_KINDS
+    if isinstance(given, str):
+        given = (given,)
+    wanted = set(given)
+    unknown = sorted(wanted - set(DECISION_KINDS))
+    if unknown:
+        raise DefinitionError(
+            f"tool {name!r}: allowed_decisions has {', '.join(map(repr, unknown))}; "
+            f"choose from {', '.join(DECISION_KINDS)}"
+        )
+    return tuple(k for k in DECISION_KINDS if k in wanted or k == "abort")
 
 
 def _build(

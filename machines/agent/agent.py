@@ -13,6 +13,7 @@ from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
+from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
@@ -57,6 +58,7 @@ class Agent:
         instructions: str | None = None,
         approver: Approver | SyncApprover | None = None,
         auto_approve: bool = False,
+        denial_message: DenialFormatter | None = None,
         max_steps: int = 25,
         stop_when: Sequence[StopCondition] = (),
         tool_choice: ToolChoice = "auto",
