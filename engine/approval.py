@@ -25,6 +25,7 @@ class Approve(Frozen):
 
     kind: Literal["approve"] = "approve"
     digest: str | None = None
+    by: str | None = None
 
 
 class Deny(Frozen):
@@ -32,6 +33,7 @@ class Deny(Frozen):
 
     kind: Literal["deny"] = "deny"
     digest: str | None = None
+    by: str | None = None
     reason: str
     message: str | None = None
     """The exact text the model receives instead of the default denial note (which quotes
@@ -46,6 +48,7 @@ class Edit(Frozen):
 
     kind: Literal["edit"] = "edit"
     digest: str | None = None
+    by: str | None = None
     arguments: Arguments
 
     def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
@@ -57,6 +60,7 @@ class Abort(Frozen):
 
     kind: Literal["abort"] = "abort"
     digest: str | None = None
+    by: str | None = None
     reason: str
 
     def __init__(self, reason: str = "aborted", /, **data: Any) -> None:
@@ -64,6 +68,8 @@ class Abort(Frozen):
 
 
 Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]
+"""`by` names what inside an approver decided (a rule of an `ApprovalPolicy`): the audit
+records the decision as made by `approver:<by>`."""
 DecisionKind = Literal["approve", "deny", "edit", "abort"]
 DECISION_KINDS: tuple[DecisionKind, ...] = ("approve", "deny", "edit", "abort")
 """A decision may carry the `digest` of the request it answers; if it does, it is refused
@@ -80,9 +86,22 @@ class ApprovalRequest(Frozen):
     reason: str
     digest: str
     """Binds a decision to exactly these arguments (see `arguments_digest`)."""
+    category: str = "general"
+    """The tool's `category`: approval rules may match on it."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Set by the tool's approval predicate (see `Gate`), for the person or policy deciding."""
     allowed: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions this call's tool accepts (`@tool(allowed_decisions=...)`); any other is
     refused wherever it comes from."""
+
+
+class Gate(Frozen):
+    """What a tool's approval predicate may return instead of `True`: the call waits, and
+    its request carries this description (as its reason) and metadata."""
+
+    kind: Literal["gate"] = "gate"
+    description: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision]]]

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loopstate.engine.approval import Decision, Deny, arguments_digest, as_decision
+from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest, as_decision
 from loopstate.engine.arguments import parse_arguments, thaw
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
@@ -67,9 +67,12 @@ class Executor:
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
         record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        metadata: dict[str, Any] = {}
         try:
             gated = tool.gated(args, context(call.id, tool.name))
             reason = f"{tool.name} needs approval"
+            if isinstance(gated, Gate):
+                reason, metadata = storable_text(gated.description), gated.metadata
         except Exception as exc:  # a broken predicate must not let a call through
             gated, reason = True, f"{tool.name}'s approval check raised {exc!r}"
         if not gated:
@@ -82,6 +85,8 @@ class Executor:
                 "reason": reason,
                 "parameters": tool.definition.parameters,
                 "allowed": tool.allowed_decisions,
+                "category": tool.category,
+                "metadata": metadata,
             }
         )
 

@@ -61,6 +61,9 @@ class CallRecord(Frozen):
     parameters: dict[str, Any] | None = None
     """The tool's JSON schema, kept while the call awaits a decision: an edit recorded by a
     process that does not have the tool (the CLI) is validated against it."""
+    category: str = "general"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Set by the tool's approval predicate (`Gate`), shown with the request."""
     allowed: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions the tool accepts, kept with the call so that a process without the tool
     (the CLI) refuses the others too."""
@@ -107,6 +110,8 @@ class CallRecord(Frozen):
             arguments=self.arguments or {},
             reason=self.reason,
             digest=self.digest,
+            category=self.category,
+            metadata=self.metadata,
             allowed=self.allowed,
         )
 

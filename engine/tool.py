@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from loopstate.engine.approval import DECISION_KINDS, DecisionKind
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind, Gate
 from loopstate.engine.logs import get_logger
 from loopstate.engine.model import ToolDefinition
 
@@ -39,7 +39,7 @@ class ToolContext(Generic[DepsT]):
         return f"{self.run_id}:{self.call_id}"
 
 
-ApprovalPredicate = Callable[[Any, "ToolContext[Any]"], bool]
+ApprovalPredicate = Callable[[Any, "ToolContext[Any]"], "bool | Gate"]
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,13 @@ class Tool:
         """Validate arguments against the schema; raises `pydantic.ValidationError`."""
         return self.args_model.model_validate(arguments)
 
-    def gated(self, args: BaseModel, ctx: ToolContext[Any]) -> bool:
-        """Whether this call must wait for a decision before it runs."""
+    def gated(self, args: BaseModel, ctx: ToolContext[Any]) -> bool | Gate:
+        """Whether this call must wait for a decision before it runs (a `Gate` if the
+        predicate described the request)."""
         if isinstance(self.needs_approval, bool):
             return self.needs_approval
-        return bool(self.needs_approval(args, ctx))
+        answer = self.needs_approval(args, ctx)
+        return answer if isinstance(answer, Gate) else bool(answer)
 
     async def invoke(self, args: BaseModel, ctx: ToolContext[Any]) -> str:
         """Run the function once (no timeout, no retries: the executor owns those)."""

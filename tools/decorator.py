@@ -11,7 +11,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import ConfigDict, Field, create_model
 
-from loopstate.engine.approval import DECISION_KINDS, DecisionKind
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind, Gate
 from loopstate.engine.errors import DefinitionError, ToolDefinitionWarning
 from loopstate.engine.tool import ApprovalPredicate, Tool, ToolContext
 
@@ -27,7 +27,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    needs_approval: bool | Callable[..., bool] = False,
+    needs_approval: bool | Callable[..., bool | Gate] = False,
     timeout: float | None = None,
     retries: int = 0,
     category: str = "general",
@@ -43,7 +43,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    needs_approval: bool | Callable[..., bool] = False,
+    needs_approval: bool | Callable[..., bool | Gate] = False,
     timeout: float | None = None,
     retries: int = 0,
     category: str = "general",
@@ -173,7 +173,7 @@ def _is_context(annotation: Any) -> bool:
     return inspect.isclass(origin) and issubclass(origin, ToolContext)
 
 
-def _predicate(value: bool | Callable[..., bool]) -> bool | ApprovalPredicate:
+def _predicate(value: bool | Callable[..., bool | Gate]) -> bool | ApprovalPredicate:
     """Accept predicates of one (arguments) or two (arguments, context) parameters."""
     if isinstance(value, bool):
         return value

@@ -78,7 +78,8 @@ class Decisions:
             )
         now = loop.config.options.clock()
         decided = [
-            loop.executor.decide(batch[cid], d, actor=actor, at=now) for cid, d in parsed.items()
+            loop.executor.decide(batch[cid], d, actor=_actor(actor, d.by), at=now)
+            for cid, d in parsed.items()
         ]
         for record in decided:
             loop.state = loop.state.replace_call(record)
@@ -151,3 +152,8 @@ class Decisions:
     def _actors(self) -> str | None:
         actors = {c.decided_by for c in self.loop.state.batch if c.decided_by}
         return ",".join(sorted(actors)) or None
+
+
+def _actor(actor: str, by: str | None) -> str:
+    """Who decided, as audited: the approver, and the rule inside it that decided, if named."""
+    return actor if by is None else f"{actor}:{by}"
