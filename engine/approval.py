@@ -26,6 +26,10 @@ class Approve(Frozen):
     kind: Literal["approve"] = "approve"
     digest: str | None = None
     by: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    """Given to the tool as `ToolContext.decision_data`; never shown to the model."""
+    remember: bool = False
+    """Approve this tool's later calls in this run too (revocable: `Agent.forget`)."""
 
 
 class Deny(Frozen):
@@ -38,6 +42,8 @@ class Deny(Frozen):
     message: str | None = None
     """The exact text the model receives instead of the default denial note (which quotes
     `reason`); the audit trail keeps `reason` either way."""
+    remember: bool = False
+    """Deny this tool's later calls in this run too (revocable: `Agent.forget`)."""
 
     def __init__(self, reason: str = "denied", /, **data: Any) -> None:
         BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
@@ -50,6 +56,8 @@ class Edit(Frozen):
     digest: str | None = None
     by: str | None = None
     arguments: Arguments
+    data: dict[str, Any] = Field(default_factory=dict)
+    """Given to the tool as `ToolContext.decision_data`; never shown to the model."""
 
     def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
         BaseModel.__init__(self, arguments=data.pop("arguments", arguments), **data)

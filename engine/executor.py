@@ -9,6 +9,7 @@ Every result text, an error's too, is cut to the tool's `max_result_chars` by th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -177,6 +178,9 @@ class Executor:
             return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})
         # the tool gets its own mutable copy: nothing it does reaches the record
         args = tool.validate(thaw(record.executed_arguments or {}))
+        data = getattr(record.decision, "data", None)
+        if data:
+            ctx = dataclasses.replace(ctx, decision_data=thaw(data))
         attempts = 0
         while True:
             attempts += 1

@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from loopstate.engine.approval import DECISION_KINDS, ApprovalRequest, Decision, DecisionKind
+from loopstate.engine.approval import (
+    DECISION_KINDS,
+    ApprovalRequest,
+    Approve,
+    Decision,
+    DecisionKind,
+    Deny,
+)
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError
@@ -128,6 +135,23 @@ class Transition(Frozen):
     actor: str | None = None
 
 
+class Remembered(Frozen):
+    """A standing decision of one run: every later call of `tool` is decided `decision`."""
+
+    kind: Literal["remembered"] = "remembered"
+    tool: str
+    decision: Literal["approve", "deny"]
+    reason: str = ""
+    by: str
+    """Who gave the decision that is remembered (audited on each call it decides)."""
+    at: float
+
+    def decide(self) -> Decision:
+        if self.decision == "approve":
+            return Approve(by=self.tool)
+        return Deny(self.reason or "denied", by=self.tool)
+
+
 class QueuedDecision(Frozen):
     """A decision recorded for a suspended run (e.g. from the CLI), applied at its resume."""
 
@@ -189,6 +213,8 @@ class RunState(Frozen):
     created_at: float = 0.0
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
+    remembered: tuple[Remembered, ...] = ()
+    """Standing decisions for this run's later calls ("always allow / deny this tool")."""
     """Decisions recorded while suspended, not yet applied."""
     queued_message: str | None = None
     """A user message that came with decisions: it joins the history after the batch's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +33,9 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT
     workspace: Path | None = None
     log: Any = field(default_factory=lambda: get_logger("loopstate.tool"))
+    decision_data: Mapping[str, Any] = field(default_factory=dict)
+    """Data the reviewer attached to the decision that let this call run (`Approve(data=...)`,
+    `Edit(data=...)`); the model never sees it."""
 
     @property
     def idempotency_key(self) -> str:

@@ -18,7 +18,7 @@ from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
-from loopstate.engine.operations import abort_run
+from loopstate.engine.operations import abort_run, forget_decision
 from loopstate.engine.options import RunOptions, StopCondition, hook_chain
 from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
@@ -232,6 +232,10 @@ class Agent:
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
+
+    async def forget(self, run_id: str, tool: str) -> RunState:
+        """Revoke the run's remembered decision for `tool`: its later calls wait again."""
+        return await forget_decision(self.store, run_id, tool, clock=self.clock)
 
     def _turn(self, state: RunState) -> LoopConfig:
         """The loop's configuration for the run's current turn: its step budget counts from
