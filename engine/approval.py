@@ -63,6 +63,19 @@ class Edit(Frozen):
         BaseModel.__init__(self, arguments=data.pop("arguments", arguments), **data)
 
 
+class Result(Frozen):
+    """The result of an external tool's call (`@tool(external=True)`), supplied from outside:
+    validated against the tool's declared result type, then given to the model."""
+
+    kind: Literal["result"] = "result"
+    digest: str | None = None
+    by: str | None = None
+    value: Any
+
+    def __init__(self, value: Any = None, /, **data: Any) -> None:
+        BaseModel.__init__(self, value=data.pop("value", value), **data)
+
+
 class Abort(Frozen):
     """End the whole run now: no further tool, no further model call."""
 
@@ -75,10 +88,10 @@ class Abort(Frozen):
         BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
 
 
-Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]
+Decision = Annotated[Approve | Deny | Edit | Abort | Result, Field(discriminator="kind")]
 """`by` names what inside an approver decided (a rule of an `ApprovalPolicy`): the audit
 records the decision as made by `approver:<by>`."""
-DecisionKind = Literal["approve", "deny", "edit", "abort"]
+DecisionKind = Literal["approve", "deny", "edit", "abort", "result"]
 DECISION_KINDS: tuple[DecisionKind, ...] = ("approve", "deny", "edit", "abort")
 """A decision may carry the `digest` of the request it answers; if it does, it is refused
 when the call's arguments differ."""
@@ -94,6 +107,8 @@ class ApprovalRequest(Frozen):
     reason: str
     digest: str
     """Binds a decision to exactly these arguments (see `arguments_digest`)."""
+    external: bool = False
+    """An external tool's call: it waits for a `Result` (`resume(results=...)`), not approval."""
     category: str = "general"
     """The tool's `category`: approval rules may match on it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -132,7 +147,7 @@ _KINDS = "approve, deny, edit or abort"
 def as_decision(value: object) -> Decision:
     """A decision from a `Decision` object, its dict form (`{"kind": "approve"}`) or its JSON
     text; `DecisionError` for anything else, saying what a decision looks like."""
-    if isinstance(value, Approve | Deny | Edit | Abort):
+    if isinstance(value, Approve | Deny | Edit | Abort | Result):
         return value
     try:
         if isinstance(value, str | bytes):

@@ -22,7 +22,7 @@ from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
-from loopstate.engine.tool import Tool, ToolContext
+from loopstate.engine.tool import Tool, ToolContext, render_result
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
 DenialFormatter = Callable[[CallRecord, Deny], str]
@@ -68,6 +68,17 @@ class Executor:
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
         record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        if tool.external:  # never auto-approved: only a supplied result completes it
+            return record.model_copy(
+                update={
+                    "status": "awaiting",
+                    "reason": f"{tool.name} waits for its result from outside",
+                    "external": True,
+                    "result_schema": tool.result_adapter.json_schema(),
+                    "allowed": tool.allowed_decisions,
+                    "category": tool.category,
+                }
+            )
         metadata: dict[str, Any] = {}
         try:
             gated = tool.gated(args, context(call.id, tool.name))
@@ -142,7 +153,24 @@ class Executor:
             case "abort":
                 update["status"] = "denied"
                 update["result"] = f"Aborted: {decision.reason}"
+            case "result":
+                update["status"] = "succeeded"
+                update["result"] = self._supplied(record, decision.value)
         return record.model_copy(update=update)
+
+    def _supplied(self, record: CallRecord, value: Any) -> str:
+        """A supplied result as the model's text, once it fits the declared result type."""
+        tool = self.tools.get(record.tool)
+        if tool is None:
+            record.check_result(value)
+            return truncate(storable_text(render_result(value)), 20_000)
+        try:
+            value = tool.result_adapter.validate_python(value)
+        except ValidationError as exc:
+            raise DecisionError(
+                f"result for call {record.call_id} ({record.tool}) refused: {describe_invalid(exc)}"
+            ) from None
+        return truncate(storable_text(render_result(value)), tool.max_result_chars)
 
     def _denial_text(self, record: CallRecord, decision: Deny) -> str:
         """What the model is told of a denial: the decision's own `message`, else the run's
@@ -173,6 +201,9 @@ class Executor:
         A call runs with exactly the arguments that were approved: if they no longer match
         the digest they were approved under, it fails without running."""
         tool = self.tools[record.tool]
+        if tool.external:  # defence: an external tool's body never runs on the server
+            text = f"Error: {tool.name} is external; no result was supplied."
+            return record.model_copy(update={"status": "failed", "result": text})
         changed = _changed_since_approval(record)
         if changed is not None:
             return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})

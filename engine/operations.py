@@ -49,6 +49,8 @@ async def queue_decision(
                 f"(digest {decision.digest}, the call's is {call.digest})"
             )
         call.check_allowed(decision.kind)
+        if decision.kind == "result":
+            call.check_result(decision.value)
         if decision.kind == "edit":
             call.check_edit(decision.arguments)
         bound = decision.model_copy(update={"digest": call.digest})

@@ -68,6 +68,10 @@ class CallRecord(Frozen):
     parameters: dict[str, Any] | None = None
     """The tool's JSON schema, kept while the call awaits a decision: an edit recorded by a
     process that does not have the tool (the CLI) is validated against it."""
+    external: bool = False
+    result_schema: dict[str, Any] | None = None
+    """An external tool's declared result type, as JSON schema: a result supplied by a
+    process that does not have the tool (the CLI) is validated against it."""
     category: str = "general"
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Set by the tool's approval predicate (`Gate`), shown with the request."""
@@ -104,6 +108,21 @@ class CallRecord(Frozen):
             )
             raise DecisionError(f"edit for call {self.call_id} ({self.tool}) refused: {shown}")
 
+    def check_result(self, value: Any) -> None:
+        """Refuse (`DecisionError`) a supplied result that does not fit the declared type."""
+        if self.result_schema is None:
+            return
+        import jsonschema
+
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(self.result_schema).iter_errors(value)
+        )
+        if error is not None:
+            where = ".".join(map(str, error.absolute_path)) or "result"
+            raise DecisionError(
+                f"result for call {self.call_id} ({self.tool}) refused: {where}: {error.message}"
+            )
+
     @property
     def executed_arguments(self) -> dict[str, Any] | None:
         if self.decision is not None and self.decision.kind == "edit":
@@ -119,6 +138,7 @@ class CallRecord(Frozen):
             digest=self.digest,
             category=self.category,
             metadata=self.metadata,
+            external=self.external,
             allowed=self.allowed,
         )
 

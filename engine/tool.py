@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from loopstate.engine.approval import DECISION_KINDS, DecisionKind, Gate
 from loopstate.engine.logs import get_logger
@@ -64,6 +64,10 @@ class Tool:
     allowed_decisions: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions a reviewer may give this tool's calls (e.g. no `edit`); `abort` is always
     among them: a tool cannot forbid stopping the run."""
+    external: bool = False
+    """No body runs here: each call waits until its result is supplied from outside."""
+    result_type: Any = Any
+    """The declared result type (the function's return annotation) a supplied result must fit."""
     parameters: dict[str, Any] | None = None
     """A JSON schema to show the model instead of the one derived from `args_model`
     (replay's stand-in tools carry the recorded schema this way)."""
@@ -77,6 +81,10 @@ class Tool:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return ToolDefinition(name=self.name, description=self.description, parameters=schema)
+
+    @cached_property
+    def result_adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.result_type)
 
     def validate(self, arguments: dict[str, Any]) -> BaseModel:
         """Validate arguments against the schema; raises `pydantic.ValidationError`."""

@@ -34,6 +34,7 @@ def tool(
     idempotent: bool = False,
     max_result_chars: int = 20_000,
     allowed_decisions: Iterable[str] | None = None,
+    external: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -50,6 +51,7 @@ def tool(
     idempotent: bool = False,
     max_result_chars: int = 20_000,
     allowed_decisions: Iterable[str] | None = None,
+    external: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool. Use bare (`@tool`) or with options (`@tool(needs_approval=True)`).
 
@@ -62,6 +64,10 @@ def tool(
 
     `allowed_decisions` limits what a reviewer may decide for its calls, e.g.
     `("approve", "deny")` forbids edits; `abort` is always allowed.
+
+    `external=True` declares a tool whose body never runs here: each call suspends the run
+    until its result is supplied (`resume(results={call_id: value})`, `loopstate result`),
+    validated against the return annotation.
     """
 
     def build(func: Callable[..., Any], localns: dict[str, Any] | None = None) -> Tool:
@@ -79,13 +85,16 @@ def tool(
             category=category,
             idempotent=idempotent,
             max_result_chars=max_result_chars,
-            allowed_decisions=_allowed(name or func.__name__, allowed_decisions),
+            allowed_decisions=_allowed(name or func.__name__, allowed_decisions, external),
+            external=external,
         )
 
     return build(fn, dict(sys._getframe(1).f_locals)) if fn is not None else build
 
 
-def _allowed(name: str, given: Iterable[str] | None) -> tuple[DecisionKind, ...]:
+def _allowed(name: str, given: Iterable[str] | None, external: bool) -> tuple[DecisionKind, ...]:
+    if external:  # nothing to approve or edit: a result, or a refusal
+        return ("deny", "abort", "result")
     if given is None:
         return DECISION_KINDS
     if isinstance(given, str):
@@ -141,6 +150,7 @@ def _build(
         fn=func,
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(func),
+        result_type=hints.get("return", Any),
         **options,
     )
 

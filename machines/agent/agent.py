@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver, Decision, SyncApprover
+from loopstate.engine.approval import Approver, Decision, Result, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -173,6 +173,7 @@ class Agent:
         decisions: Mapping[str, Decision] | None = None,
         *,
         message: str | None = None,
+        results: Mapping[str, Any] | None = None,
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
@@ -188,7 +189,10 @@ class Agent:
         batch's results. Raises `RunBusy` if another process is driving the run. `owner` is
         the lease owner to resume under (a worker that claimed the run passes its own). Once
         `drain` is set the run stops after its current step, still `running` (a worker that
-        is shutting down sets it). A run stopped in `model_failed` calls the model again."""
+        is shutting down sets it). A run stopped in `model_failed` calls the model again.
+        `results` (by call id) are the values of external tools' calls (`Result`)."""
+        if results:
+            decisions = {**(decisions or {}), **{c: Result(v) for c, v in results.items()}}
         return await self._resume(run_id, decisions, message, actor, owner, None, drain)
 
     async def _resume(

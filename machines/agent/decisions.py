@@ -37,6 +37,7 @@ class Decisions:
         waiting = [c for c in loop.state.batch if c.status == "awaiting"]
         approver = loop.config.options.approver
         requests = [c.request() for c in waiting]
+        asked = [r for r in requests if not r.external]  # a result comes from outside
         # Announced with their complete arguments whoever decides: an approver now, or
         # someone after the run has suspended (a streamed run's reader sees what waits).
         for r in requests:
@@ -51,8 +52,8 @@ class Decisions:
             )
         if requests and core.hooks is not None:
             await core.hooks.on_approval_requested(requests)
-        if requests and approver is not None:
-            await self.apply(await approver(requests), actor="approver")
+        if asked and approver is not None:
+            await self.apply(await approver(asked), actor="approver")
             if loop.ended():
                 return True
             waiting = [c for c in loop.state.batch if c.status == "awaiting"]
