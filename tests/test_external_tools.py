@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from loopstate import Agent, Approve, DecisionError, ScriptedModel, SQLiteStore, tool
+from loopstate.engine.approval import Result
 from loopstate.engine.models.scripted import call
 from loopstate.tools.human import ask_person
 
@@ -84,3 +85,21 @@ async def test_the_cli_in_another_process_answers_ask_person(tmp_path: Path) -> 
     state = await SQLiteStore(db).load(first.run_id)
     assert state.calls[0].decided_by is not None
     assert state.calls[0].decided_by.startswith("cli:")
+
+
+async def test_an_approver_cannot_fabricate_the_result_of_a_tool_that_is_not_external() -> None:
+    ran: list[str] = []
+
+    @tool(needs_approval=True)
+    def transfer(amount: int) -> str:
+        """Transfer money."""
+        ran.append("transfer")
+        return "sent"
+
+    def approver(requests):
+        return {r.call_id: Result("sent") for r in requests}
+
+    model = ScriptedModel([call("transfer", {"amount": 9}), "done"])
+    with pytest.raises(DecisionError, match="transfer does not accept 'result'"):
+        await Agent(model, [transfer], approver=approver).run("go")
+    assert ran == []
