@@ -25,6 +25,11 @@ class Approve(Frozen):
 
     kind: Literal["approve"] = "approve"
     digest: str | None = None
+    by: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    """Given to the tool as `ToolContext.decision_data`; never shown to the model."""
+    remember: bool = False
+    """Approve this tool's later calls in this run too (revocable: `Agent.forget`)."""
 
 
 class Deny(Frozen):
@@ -32,7 +37,13 @@ class Deny(Frozen):
 
     kind: Literal["deny"] = "deny"
     digest: str | None = None
+    by: str | None = None
     reason: str
+    message: str | None = None
+    """The exact text the model receives instead of the default denial note (which quotes
+    `reason`); the audit trail keeps `reason` either way."""
+    remember: bool = False
+    """Deny this tool's later calls in this run too (revocable: `Agent.forget`)."""
 
     def __init__(self, reason: str = "denied", /, **data: Any) -> None:
         BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
@@ -43,10 +54,26 @@ class Edit(Frozen):
 
     kind: Literal["edit"] = "edit"
     digest: str | None = None
+    by: str | None = None
     arguments: Arguments
+    data: dict[str, Any] = Field(default_factory=dict)
+    """Given to the tool as `ToolContext.decision_data`; never shown to the model."""
 
     def __init__(self, arguments: dict[str, Any] | None = None, /, **data: Any) -> None:
         BaseModel.__init__(self, arguments=data.pop("arguments", arguments), **data)
+
+
+class Result(Frozen):
+    """The result of an external tool's call (`@tool(external=True)`), supplied from outside:
+    validated against the tool's declared result type, then given to the model."""
+
+    kind: Literal["result"] = "result"
+    digest: str | None = None
+    by: str | None = None
+    value: Any
+
+    def __init__(self, value: Any = None, /, **data: Any) -> None:
+        BaseModel.__init__(self, value=data.pop("value", value), **data)
 
 
 class Abort(Frozen):
@@ -54,13 +81,18 @@ class Abort(Frozen):
 
     kind: Literal["abort"] = "abort"
     digest: str | None = None
+    by: str | None = None
     reason: str
 
     def __init__(self, reason: str = "aborted", /, **data: Any) -> None:
         BaseModel.__init__(self, reason=data.pop("reason", reason), **data)
 
 
-Decision = Annotated[Approve | Deny | Edit | Abort, Field(discriminator="kind")]
+Decision = Annotated[Approve | Deny | Edit | Abort | Result, Field(discriminator="kind")]
+"""`by` names what inside an approver decided (a rule of an `ApprovalPolicy`): the audit
+records the decision as made by `approver:<by>`."""
+DecisionKind = Literal["approve", "deny", "edit", "abort", "result"]
+DECISION_KINDS: tuple[DecisionKind, ...] = ("approve", "deny", "edit", "abort")
 """A decision may carry the `digest` of the request it answers; if it does, it is refused
 when the call's arguments differ."""
 
@@ -75,6 +107,24 @@ class ApprovalRequest(Frozen):
     reason: str
     digest: str
     """Binds a decision to exactly these arguments (see `arguments_digest`)."""
+    external: bool = False
+    """An external tool's call: it waits for a `Result` (`resume(results=...)`), not approval."""
+    category: str = "general"
+    """The tool's `category`: approval rules may match on it."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Set by the tool's approval predicate (see `Gate`), for the person or policy deciding."""
+    allowed: tuple[DecisionKind, ...] = DECISION_KINDS
+    """The decisions this call's tool accepts (`@tool(allowed_decisions=...)`); any other is
+    refused wherever it comes from."""
+
+
+class Gate(Frozen):
+    """What a tool's approval predicate may return instead of `True`: the call waits, and
+    its request carries this description (as its reason) and metadata."""
+
+    kind: Literal["gate"] = "gate"
+    description: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision]]]
@@ -97,7 +147,7 @@ _KINDS = "approve, deny, edit or abort"
 def as_decision(value: object) -> Decision:
     """A decision from a `Decision` object, its dict form (`{"kind": "approve"}`) or its JSON
     text; `DecisionError` for anything else, saying what a decision looks like."""
-    if isinstance(value, Approve | Deny | Edit | Abort):
+    if isinstance(value, Approve | Deny | Edit | Abort | Result):
         return value
     try:
         if isinstance(value, str | bytes):

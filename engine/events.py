@@ -80,7 +80,7 @@ class ToolApproval(_Event):
     kind: Literal["tool_approval"] = "tool_approval"
     call_id: str
     tool: str
-    outcome: Literal["approve", "deny", "edit", "abort", "auto"]
+    outcome: Literal["approve", "deny", "edit", "abort", "auto", "result"]
     actor: str
     reason: str | None = None
 

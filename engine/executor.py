@@ -9,29 +9,39 @@ Every result text, an error's too, is cut to the tool's `max_result_chars` by th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from loopstate.engine.approval import Decision, arguments_digest, as_decision
+from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest, as_decision
 from loopstate.engine.arguments import parse_arguments, thaw
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
-from loopstate.engine.tool import Tool, ToolContext
+from loopstate.engine.tool import Tool, ToolContext, render_result
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
+DenialFormatter = Callable[[CallRecord, Deny], str]
+"""(the denied call, the denial) → the exact text the model receives (`denial_message=`)."""
 ContextFactory = Callable[[str, str], ToolContext[Any]]
 """(call_id, tool name) → the context that call's tool receives."""
 
 
 class Executor:
-    def __init__(self, tools: Mapping[str, Tool], *, auto_approve: bool = False) -> None:
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        auto_approve: bool = False,
+        denial_message: DenialFormatter | None = None,
+    ) -> None:
         self.tools = tools
         self.auto_approve = auto_approve
+        self.denial_message = denial_message
 
     # -- classify a model turn's calls -------------------------------------------------------
 
@@ -58,9 +68,23 @@ class Executor:
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
         record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        if tool.external:  # never auto-approved: only a supplied result completes it
+            return record.model_copy(
+                update={
+                    "status": "awaiting",
+                    "reason": f"{tool.name} waits for its result from outside",
+                    "external": True,
+                    "result_schema": tool.result_adapter.json_schema(),
+                    "allowed": tool.allowed_decisions,
+                    "category": tool.category,
+                }
+            )
+        metadata: dict[str, Any] = {}
         try:
             gated = tool.gated(args, context(call.id, tool.name))
             reason = f"{tool.name} needs approval"
+            if isinstance(gated, Gate):
+                reason, metadata = storable_text(gated.description), gated.metadata
         except Exception as exc:  # a broken predicate must not let a call through
             gated, reason = True, f"{tool.name}'s approval check raised {exc!r}"
         if not gated:
@@ -72,6 +96,9 @@ class Executor:
                 "status": "awaiting",
                 "reason": reason,
                 "parameters": tool.definition.parameters,
+                "allowed": tool.allowed_decisions,
+                "category": tool.category,
+                "metadata": metadata,
             }
         )
 
@@ -112,6 +139,7 @@ class Executor:
                 f"decision for call {record.call_id} was made for other arguments "
                 f"(digest {digest}, the call's is {record.digest})"
             )
+        record.check_allowed(decision.kind)
         update: dict[str, Any] = {"decision": decision, "decided_by": actor, "decided_at": at}
         match decision.kind:
             case "approve":
@@ -121,12 +149,37 @@ class Executor:
                 update["status"] = "approved"
             case "deny":
                 update["status"] = "denied"
-                reason = decision.reason
-                update["result"] = f"Denied: the reviewer did not allow this call. Reason: {reason}"
+                update["result"] = self._denial_text(record, decision)
             case "abort":
                 update["status"] = "denied"
                 update["result"] = f"Aborted: {decision.reason}"
+            case "result":
+                update["status"] = "succeeded"
+                update["result"] = self._supplied(record, decision.value)
         return record.model_copy(update=update)
+
+    def _supplied(self, record: CallRecord, value: Any) -> str:
+        """A supplied result as the model's text, once it fits the declared result type."""
+        tool = self.tools.get(record.tool)
+        if tool is None:
+            record.check_result(value)
+            return truncate(storable_text(render_result(value)), 20_000)
+        try:
+            value = tool.result_adapter.validate_python(value)
+        except ValidationError as exc:
+            raise DecisionError(
+                f"result for call {record.call_id} ({record.tool}) refused: {describe_invalid(exc)}"
+            ) from None
+        return truncate(storable_text(render_result(value)), tool.max_result_chars)
+
+    def _denial_text(self, record: CallRecord, decision: Deny) -> str:
+        """What the model is told of a denial: the decision's own `message`, else the run's
+        formatter, else a note quoting the reason."""
+        if decision.message is not None:
+            return storable_text(decision.message)
+        if self.denial_message is not None:
+            return storable_text(self.denial_message(record, decision))
+        return f"Denied: the reviewer did not allow this call. Reason: {decision.reason}"
 
     def _check_edit(self, record: CallRecord, arguments: dict[str, Any]) -> None:
         tool = self.tools.get(record.tool)
@@ -148,11 +201,17 @@ class Executor:
         A call runs with exactly the arguments that were approved: if they no longer match
         the digest they were approved under, it fails without running."""
         tool = self.tools[record.tool]
+        if tool.external:  # defence: an external tool's body never runs on the server
+            text = f"Error: {tool.name} is external; no result was supplied."
+            return record.model_copy(update={"status": "failed", "result": text})
         changed = _changed_since_approval(record)
         if changed is not None:
             return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})
         # the tool gets its own mutable copy: nothing it does reaches the record
         args = tool.validate(thaw(record.executed_arguments or {}))
+        data = getattr(record.decision, "data", None)
+        if data:
+            ctx = dataclasses.replace(ctx, decision_data=thaw(data))
         attempts = 0
         while True:
             attempts += 1

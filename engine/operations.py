@@ -48,6 +48,9 @@ async def queue_decision(
                 f"decision for call {call_id} was made for other arguments "
                 f"(digest {decision.digest}, the call's is {call.digest})"
             )
+        call.check_allowed(decision.kind)
+        if decision.kind == "result":
+            call.check_result(decision.value)
         if decision.kind == "edit":
             call.check_edit(decision.arguments)
         bound = decision.model_copy(update={"digest": call.digest})
@@ -108,3 +111,24 @@ def aborted(state: RunState, cause: Cause, now: float) -> RunState:
         transitions=tuple(transitions),
         updated_at=now,
     )
+
+
+async def forget_decision(
+    store: Store, run_id: str, tool: str, *, clock: Clock = system_clock
+) -> RunState:
+    """Revoke the run's standing decision for `tool` (given with `remember=True`): its later
+    calls wait for a decision again. `DecisionError` if there is none."""
+    owner = lease_owner()
+    state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    try:
+        kept = tuple(r for r in state.remembered if r.tool != tool)
+        if len(kept) == len(state.remembered):
+            standing = ", ".join(r.tool for r in state.remembered) or "none"
+            raise DecisionError(
+                f"run {run_id} has no remembered decision for {tool!r} (remembered: {standing})"
+            )
+        state = state.evolve(remembered=kept)
+        await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+        return state
+    finally:
+        await store.release(run_id, owner=owner)

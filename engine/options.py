@@ -9,6 +9,7 @@ from typing import Any
 
 from loopstate.engine.approval import Approver, as_approver
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import HookChain, Hooks
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store
@@ -25,6 +26,8 @@ class RunOptions:
     store: Store
     approver: Approver | None = None
     auto_approve: bool = False
+    denial_message: DenialFormatter | None = None
+    """The text the model receives for a denied call, unless the `Deny` carries a `message`."""
     hooks: HookChain | None = None
     workspace: Path | None = None
     deps: Any = None

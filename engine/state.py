@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from loopstate.engine.approval import ApprovalRequest, Decision
+from loopstate.engine.approval import (
+    DECISION_KINDS,
+    ApprovalRequest,
+    Approve,
+    Decision,
+    DecisionKind,
+    Deny,
+)
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError
@@ -61,6 +68,24 @@ class CallRecord(Frozen):
     parameters: dict[str, Any] | None = None
     """The tool's JSON schema, kept while the call awaits a decision: an edit recorded by a
     process that does not have the tool (the CLI) is validated against it."""
+    external: bool = False
+    result_schema: dict[str, Any] | None = None
+    """An external tool's declared result type, as JSON schema: a result supplied by a
+    process that does not have the tool (the CLI) is validated against it."""
+    category: str = "general"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Set by the tool's approval predicate (`Gate`), shown with the request."""
+    allowed: tuple[DecisionKind, ...] = DECISION_KINDS
+    """The decisions the tool accepts, kept with the call so that a process without the tool
+    (the CLI) refuses the others too."""
+
+    def check_allowed(self, kind: str) -> None:
+        """Refuse (`DecisionError`) a decision kind this call's tool does not accept."""
+        if kind not in self.allowed:
+            raise DecisionError(
+                f"{self.tool} does not accept {kind!r} for call {self.call_id}; "
+                f"allowed: {', '.join(self.allowed)}"
+            )
 
     def check_edit(self, arguments: Any) -> None:
         """Refuse (`DecisionError`) edited arguments that do not fit the tool's schema."""
@@ -83,6 +108,21 @@ class CallRecord(Frozen):
             )
             raise DecisionError(f"edit for call {self.call_id} ({self.tool}) refused: {shown}")
 
+    def check_result(self, value: Any) -> None:
+        """Refuse (`DecisionError`) a supplied result that does not fit the declared type."""
+        if self.result_schema is None:
+            return
+        import jsonschema
+
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(self.result_schema).iter_errors(value)
+        )
+        if error is not None:
+            where = ".".join(map(str, error.absolute_path)) or "result"
+            raise DecisionError(
+                f"result for call {self.call_id} ({self.tool}) refused: {where}: {error.message}"
+            )
+
     @property
     def executed_arguments(self) -> dict[str, Any] | None:
         if self.decision is not None and self.decision.kind == "edit":
@@ -96,6 +136,10 @@ class CallRecord(Frozen):
             arguments=self.arguments or {},
             reason=self.reason,
             digest=self.digest,
+            category=self.category,
+            metadata=self.metadata,
+            external=self.external,
+            allowed=self.allowed,
         )
 
 
@@ -109,6 +153,23 @@ class Transition(Frozen):
     at: float
     reason: str | None = None
     actor: str | None = None
+
+
+class Remembered(Frozen):
+    """A standing decision of one run: every later call of `tool` is decided `decision`."""
+
+    kind: Literal["remembered"] = "remembered"
+    tool: str
+    decision: Literal["approve", "deny"]
+    reason: str = ""
+    by: str
+    """Who gave the decision that is remembered (audited on each call it decides)."""
+    at: float
+
+    def decide(self) -> Decision:
+        if self.decision == "approve":
+            return Approve(by=self.tool)
+        return Deny(self.reason or "denied", by=self.tool)
 
 
 class QueuedDecision(Frozen):
@@ -172,6 +233,8 @@ class RunState(Frozen):
     created_at: float = 0.0
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
+    remembered: tuple[Remembered, ...] = ()
+    """Standing decisions for this run's later calls ("always allow / deny this tool")."""
     """Decisions recorded while suspended, not yet applied."""
     queued_message: str | None = None
     """A user message that came with decisions: it joins the history after the batch's

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind, Gate
 from loopstate.engine.logs import get_logger
 from loopstate.engine.model import ToolDefinition
 
@@ -32,13 +33,16 @@ class ToolContext(Generic[DepsT]):
     deps: DepsT
     workspace: Path | None = None
     log: Any = field(default_factory=lambda: get_logger("loopstate.tool"))
+    decision_data: Mapping[str, Any] = field(default_factory=dict)
+    """Data the reviewer attached to the decision that let this call run (`Approve(data=...)`,
+    `Edit(data=...)`); the model never sees it."""
 
     @property
     def idempotency_key(self) -> str:
         return f"{self.run_id}:{self.call_id}"
 
 
-ApprovalPredicate = Callable[[Any, "ToolContext[Any]"], bool]
+ApprovalPredicate = Callable[[Any, "ToolContext[Any]"], "bool | Gate"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,13 @@ class Tool:
     idempotent: bool = False
     is_async: bool = False
     max_result_chars: int = 20_000
+    allowed_decisions: tuple[DecisionKind, ...] = DECISION_KINDS
+    """The decisions a reviewer may give this tool's calls (e.g. no `edit`); `abort` is always
+    among them: a tool cannot forbid stopping the run."""
+    external: bool = False
+    """No body runs here: each call waits until its result is supplied from outside."""
+    result_type: Any = Any
+    """The declared result type (the function's return annotation) a supplied result must fit."""
     parameters: dict[str, Any] | None = None
     """A JSON schema to show the model instead of the one derived from `args_model`
     (replay's stand-in tools carry the recorded schema this way)."""
@@ -71,15 +82,21 @@ class Tool:
         schema.pop("title", None)
         return ToolDefinition(name=self.name, description=self.description, parameters=schema)
 
+    @cached_property
+    def result_adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.result_type)
+
     def validate(self, arguments: dict[str, Any]) -> BaseModel:
         """Validate arguments against the schema; raises `pydantic.ValidationError`."""
         return self.args_model.model_validate(arguments)
 
-    def gated(self, args: BaseModel, ctx: ToolContext[Any]) -> bool:
-        """Whether this call must wait for a decision before it runs."""
+    def gated(self, args: BaseModel, ctx: ToolContext[Any]) -> bool | Gate:
+        """Whether this call must wait for a decision before it runs (a `Gate` if the
+        predicate described the request)."""
         if isinstance(self.needs_approval, bool):
             return self.needs_approval
-        return bool(self.needs_approval(args, ctx))
+        answer = self.needs_approval(args, ctx)
+        return answer if isinstance(answer, Gate) else bool(answer)
 
     async def invoke(self, args: BaseModel, ctx: ToolContext[Any]) -> str:
         """Run the function once (no timeout, no retries: the executor owns those)."""

@@ -7,7 +7,7 @@ thinking); the model is called one step at a time and never runs tools itself.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
+from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit, Gate
 from loopstate.engine.errors import (
     CassetteError,
     DecisionError,
@@ -39,6 +39,7 @@ from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.models.scripted import ScriptedModel, Turn
 from loopstate.engine.options import StopCondition
+from loopstate.engine.policies import ApprovalPolicy, Rule, chain_approvers
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, RunState, Transition
 from loopstate.engine.store import MemoryStore, RunSummary, Store
@@ -104,6 +105,7 @@ __all__ = [
     "Abort",
     "Agent",
     "AgentLoop",
+    "ApprovalPolicy",
     "ApprovalRequest",
     "Approve",
     "AssistantMessage",
@@ -121,6 +123,7 @@ __all__ = [
     "FlowDeps",
     "FlowMachine",
     "FlowResult",
+    "Gate",
     "Hooks",
     "LiteLLMModel",
     "LoopstateError",
@@ -138,6 +141,7 @@ __all__ = [
     "ReplayModel",
     "RetryPolicy",
     "RetryingModel",
+    "Rule",
     "RunBusy",
     "RunFailure",
     "RunNotFound",
@@ -165,6 +169,7 @@ __all__ = [
     "UnexpectedRequest",
     "Usage",
     "UserMessage",
+    "chain_approvers",
     "compose",
     "has_tool_call",
     "merge",

@@ -8,19 +8,18 @@ import sys
 import loopstate
 
 PUBLIC = [
-    "Abort", "Agent", "AgentLoop", "ApprovalRequest", "Approve", "AssistantMessage",
-    "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError", "DefinitionError",
-    "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult",
-    "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message", "Model", "ModelError",
-    "ModelRequest", "ModelResponse", "Output", "Phase", "PostgresStore", "Recorder",
-    "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel", "RunBusy", "RunFailure",
-    "RunNotFound", "RunNotResumable", "RunResult",
-    "RunState", "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
-    "StopCondition", "Store", "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall",
-    "ToolContext",
-    "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition",
-    "Turn", "UnexpectedRequest", "Usage", "UserMessage", "compose", "has_tool_call", "merge",
-    "replay", "replay_flow", "replay_sync", "step_count_is", "tool",
+    "Abort", "Agent", "AgentLoop", "ApprovalPolicy", "ApprovalRequest", "Approve",
+    "AssistantMessage", "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError",
+    "DefinitionError", "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine",
+    "FlowResult", "Gate", "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message",
+    "Model", "ModelError", "ModelRequest", "ModelResponse", "Output", "Phase", "PostgresStore",
+    "Recorder", "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel", "Rule",
+    "RunBusy", "RunFailure", "RunNotFound", "RunNotResumable", "RunResult", "RunState",
+    "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
+    "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall", "ToolContext",
+    "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition", "Turn",
+    "UnexpectedRequest", "Usage", "UserMessage", "chain_approvers", "compose", "has_tool_call",
+    "merge", "replay", "replay_flow", "replay_sync", "step_count_is", "tool",
 ]  # fmt: skip
 
 

@@ -6,11 +6,12 @@ import inspect
 import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, get_type_hints, overload
 
 from pydantic import ConfigDict, Field, create_model
 
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind, Gate
 from loopstate.engine.errors import DefinitionError, ToolDefinitionWarning
 from loopstate.engine.tool import ApprovalPredicate, Tool, ToolContext
 
@@ -26,12 +27,14 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    needs_approval: bool | Callable[..., bool] = False,
+    needs_approval: bool | Callable[..., bool | Gate] = False,
     timeout: float | None = None,
     retries: int = 0,
     category: str = "general",
     idempotent: bool = False,
     max_result_chars: int = 20_000,
+    allowed_decisions: Iterable[str] | None = None,
+    external: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -41,12 +44,14 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    needs_approval: bool | Callable[..., bool] = False,
+    needs_approval: bool | Callable[..., bool | Gate] = False,
     timeout: float | None = None,
     retries: int = 0,
     category: str = "general",
     idempotent: bool = False,
     max_result_chars: int = 20_000,
+    allowed_decisions: Iterable[str] | None = None,
+    external: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool. Use bare (`@tool`) or with options (`@tool(needs_approval=True)`).
 
@@ -56,6 +61,13 @@ def tool(
 
     `needs_approval` is a bool or a predicate over the validated arguments (and optionally the
     context): `needs_approval=lambda args: args.amount >= 100`.
+
+    `allowed_decisions` limits what a reviewer may decide for its calls, e.g.
+    `("approve", "deny")` forbids edits; `abort` is always allowed.
+
+    `external=True` declares a tool whose body never runs here: each call suspends the run
+    until its result is supplied (`resume(results={call_id: value})`, `loopstate result`),
+    validated against the return annotation.
     """
 
     def build(func: Callable[..., Any], localns: dict[str, Any] | None = None) -> Tool:
@@ -73,9 +85,28 @@ def tool(
             category=category,
             idempotent=idempotent,
             max_result_chars=max_result_chars,
+            allowed_decisions=_allowed(name or func.__name__, allowed_decisions, external),
+            external=external,
         )
 
     return build(fn, dict(sys._getframe(1).f_locals)) if fn is not None else build
+
+
+def _allowed(name: str, given: Iterable[str] | None, external: bool) -> tuple[DecisionKind, ...]:
+    if external:  # nothing to approve or edit: a result, or a refusal
+        return ("deny", "abort", "result")
+    if given is None:
+        return DECISION_KINDS
+    if isinstance(given, str):
+        given = (given,)
+    wanted = set(given)
+    unknown = sorted(wanted - set(DECISION_KINDS))
+    if unknown:
+        raise DefinitionError(
+            f"tool {name!r}: allowed_decisions has {', '.join(map(repr, unknown))}; "
+            f"choose from {', '.join(DECISION_KINDS)}"
+        )
+    return tuple(k for k in DECISION_KINDS if k in wanted or k == "abort")
 
 
 def _build(
@@ -119,6 +150,7 @@ def _build(
         fn=func,
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(func),
+        result_type=hints.get("return", Any),
         **options,
     )
 
@@ -151,7 +183,7 @@ def _is_context(annotation: Any) -> bool:
     return inspect.isclass(origin) and issubclass(origin, ToolContext)
 
 
-def _predicate(value: bool | Callable[..., bool]) -> bool | ApprovalPredicate:
+def _predicate(value: bool | Callable[..., bool | Gate]) -> bool | ApprovalPredicate:
     """Accept predicates of one (arguments) or two (arguments, context) parameters."""
     if isinstance(value, bool):
         return value

@@ -57,6 +57,13 @@ def register(subparsers: Any) -> None:
             parser.add_argument("--reason", required=True)
         if name == "edit":
             parser.add_argument("--args", required=True, help="the new arguments, a JSON object")
+    result = _command(
+        subparsers, "result", _decide, help="supply the result of an external tool's call"
+    )
+    result.add_argument("run", help="a run id, or a unique start of one")
+    result.add_argument("call", help="the call id")
+    result.add_argument("--value", required=True, help="the result, as JSON")
+    result.add_argument("--actor", default=f"cli:{_user()}", help="who supplies it (audit)")
     abort = _command(subparsers, "abort", _abort, help="end a suspended run: no further step")
     abort.add_argument("run", help="a run id, or a unique start of one")
     abort.add_argument("--reason", required=True)
@@ -152,6 +159,8 @@ async def _decide(args: argparse.Namespace, store: Store) -> int:
         form["reason"] = args.reason
     if args.command == "edit":
         form["arguments"] = _json_object(args.args)
+    if args.command == "result":
+        form["value"] = _json_value(args.value)
     decision = as_decision(form)  # the one parser of decisions: an edit is checked here
     for call in await _calls(args, store):
         await queue_decision(store, args.run, call, decision, actor=args.actor)
@@ -220,6 +229,17 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise DefinitionError("--args must be a JSON object")
     return value
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except json.JSONDecodeError as exc:
+        raise DefinitionError(
+            f"--value is not valid JSON: {exc.msg} at position {exc.pos}"
+        ) from None
+    except RecursionError:
+        raise DefinitionError("--value is nested too deeply") from None
 
 
 def _not_json(name: str) -> Any:

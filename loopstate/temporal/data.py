@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from loopstate.engine.approval import DECISION_KINDS, DecisionKind
 from loopstate.engine.data import Frozen
 from loopstate.engine.model import ModelRequest
 from loopstate.engine.state import CallRecord, RunState
@@ -109,3 +110,8 @@ class PendingCall(Frozen):
     arguments: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
     digest: str = ""
+    # the rest of an `ApprovalRequest` (approval policies, external tools)
+    category: str = "general"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    allowed: tuple[DecisionKind, ...] = DECISION_KINDS
+    external: bool = False

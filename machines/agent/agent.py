@@ -8,16 +8,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver, Decision, SyncApprover
+from loopstate.engine.approval import Approver, Decision, Result, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
+from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
-from loopstate.engine.operations import abort_run
+from loopstate.engine.operations import abort_run, forget_decision
 from loopstate.engine.options import RunOptions, StopCondition, hook_chain
 from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
@@ -57,6 +58,7 @@ class Agent:
         instructions: str | None = None,
         approver: Approver | SyncApprover | None = None,
         auto_approve: bool = False,
+        denial_message: DenialFormatter | None = None,
         max_steps: int = 25,
         stop_when: Sequence[StopCondition] = (),
         tool_choice: ToolChoice = "auto",
@@ -171,6 +173,7 @@ class Agent:
         decisions: Mapping[str, Decision] | None = None,
         *,
         message: str | None = None,
+        results: Mapping[str, Any] | None = None,
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
@@ -186,7 +189,10 @@ class Agent:
         batch's results. Raises `RunBusy` if another process is driving the run. `owner` is
         the lease owner to resume under (a worker that claimed the run passes its own). Once
         `drain` is set the run stops after its current step, still `running` (a worker that
-        is shutting down sets it). A run stopped in `model_failed` calls the model again."""
+        is shutting down sets it). A run stopped in `model_failed` calls the model again.
+        `results` (by call id) are the values of external tools' calls (`Result`)."""
+        if results:
+            decisions = {**(decisions or {}), **{c: Result(v) for c, v in results.items()}}
         return await self._resume(run_id, decisions, message, actor, owner, None, drain)
 
     async def _resume(
@@ -230,6 +236,10 @@ class Agent:
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
+
+    async def forget(self, run_id: str, tool: str) -> RunState:
+        """Revoke the run's remembered decision for `tool`: its later calls wait again."""
+        return await forget_decision(self.store, run_id, tool, clock=self.clock)
 
     def _turn(self, state: RunState) -> LoopConfig:
         """The loop's configuration for the run's current turn: its step budget counts from

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loopstate.engine.approval import as_decisions
+from loopstate.engine.approval import Approve, Deny, as_decisions
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.events import ApprovalRequested, DecisionRefused, ToolApproval
-from loopstate.engine.state import CallRecord
+from loopstate.engine.state import CallRecord, Remembered
 
 if TYPE_CHECKING:
     from loopstate.machines.agent.steps import LoopSteps
@@ -33,9 +33,11 @@ class Decisions:
         """The `awaiting_approval` step: announce the calls that wait; ask the approver, if
         any; move on once every call is decided, or wait (False) for decisions from outside."""
         loop, core = self.loop, self.loop.core
+        await self.apply_remembered()
         waiting = [c for c in loop.state.batch if c.status == "awaiting"]
         approver = loop.config.options.approver
         requests = [c.request() for c in waiting]
+        asked = [r for r in requests if not r.external]  # a result comes from outside
         # Announced with their complete arguments whoever decides: an approver now, or
         # someone after the run has suspended (a streamed run's reader sees what waits).
         for r in requests:
@@ -50,8 +52,8 @@ class Decisions:
             )
         if requests and core.hooks is not None:
             await core.hooks.on_approval_requested(requests)
-        if requests and approver is not None:
-            await self.apply(await approver(requests), actor="approver")
+        if asked and approver is not None:
+            await self.apply(await approver(asked), actor="approver")
             if loop.ended():
                 return True
             waiting = [c for c in loop.state.batch if c.status == "awaiting"]
@@ -78,10 +80,12 @@ class Decisions:
             )
         now = loop.config.options.clock()
         decided = [
-            loop.executor.decide(batch[cid], d, actor=actor, at=now) for cid, d in parsed.items()
+            loop.executor.decide(batch[cid], d, actor=_actor(actor, d.by), at=now)
+            for cid, d in parsed.items()
         ]
         for record in decided:
             loop.state = loop.state.replace_call(record)
+            self._remember(record)
             assert record.decision is not None
             await self.announce(record, record.decision.kind)
             if loop.core.hooks is not None:
@@ -92,6 +96,34 @@ class Decisions:
         if aborts:
             reason = getattr(aborts[0], "reason", "aborted")
             await loop.core.end(loop, "abort", Cause(reason, actor))
+
+    async def apply_remembered(self) -> None:
+        """Decide the waiting calls of tools with a standing decision in this run; audited as
+        decided by `remembered:<tool>`."""
+        standing = {r.tool: r for r in self.loop.state.remembered}
+        decisions = {
+            c.call_id: standing[c.tool].decide()
+            for c in self.loop.state.batch
+            if c.status == "awaiting" and c.tool in standing
+        }
+        if decisions:
+            await self.apply(decisions, actor="remembered")
+
+    def _remember(self, record: CallRecord) -> None:
+        """Keep a decision given with `remember=True` as the run's standing decision for its
+        tool (replacing an earlier one)."""
+        decision = record.decision
+        if not isinstance(decision, Approve | Deny) or not decision.remember:
+            return
+        standing = Remembered(
+            tool=record.tool,
+            decision=decision.kind,
+            reason=getattr(decision, "reason", ""),
+            by=record.decided_by or "unknown",
+            at=record.decided_at or 0.0,
+        )
+        kept = tuple(r for r in self.loop.state.remembered if r.tool != record.tool)
+        self.loop.state = self.loop.state.evolve(remembered=(*kept, standing))
 
     async def apply_queued(self) -> None:
         """Apply the decisions queued on the stored run, each with its own actor; drop and
@@ -151,3 +183,8 @@ class Decisions:
     def _actors(self) -> str | None:
         actors = {c.decided_by for c in self.loop.state.batch if c.decided_by}
         return ",".join(sorted(actors)) or None
+
+
+def _actor(actor: str, by: str | None) -> str:
+    """Who decided, as audited: the approver, and the rule inside it that decided, if named."""
+    return actor if by is None else f"{actor}:{by}"

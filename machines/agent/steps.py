@@ -74,7 +74,11 @@ class LoopSteps(OnCore):
         self.core = core
         self.config = config
         self.machine = config.machine(core.state.state)
-        self.executor = Executor(config.tools, auto_approve=config.options.auto_approve)
+        self.executor = Executor(
+            config.tools,
+            auto_approve=config.options.auto_approve,
+            denial_message=config.options.denial_message,
+        )
         self.decisions = Decisions(self)
         self._definitions = tuple(t.definition for t in config.tools.values())
         self._unsaved_results = 0
