@@ -18,7 +18,7 @@ from typing import Any
 
 
 def reference() -> Any:
-    """pdoc's model of `loopstate`, every public name loaded, aliases with their docstrings."""
+    """Pdoc's model of `loopstate`, every public name loaded, aliases with their docstrings."""
     import pdoc.doc
 
     import loopstate

@@ -283,7 +283,7 @@ class RunState(Frozen):
         return [c.request() for c in self.batch if c.status == "awaiting"]
 
     def replace_call(self, record: CallRecord) -> RunState:
-        """This state with `record` in place of the current batch's call of the same id."""
+        """The state with `record` in place of the current batch's call of the same id."""
         start = self.batch_start
         index = start + next(i for i, c in enumerate(self.batch) if c.call_id == record.call_id)
         calls = (*self.calls[:index], record, *self.calls[index + 1 :])

@@ -93,7 +93,7 @@ class LiteLLMModel:
 
     @property
     def origin(self) -> Origin:
-        """This model as the producer of a turn: its litellm provider and configured name.
+        """The model as the producer of a turn: its litellm provider and configured name.
         A turn's thinking, reasoning and provider fields go back only to an equal origin."""
         if self._origin is None:
             self._origin = Origin(provider=self._provider(), model=self._name)

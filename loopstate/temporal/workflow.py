@@ -223,7 +223,7 @@ class AgentWorkflow:
 
     @workflow.query(name="events")
     def events(self) -> list[Event]:
-        """This workflow run's events (since the run started, or continued as new)."""
+        """The workflow run's events (since the run started, or continued as new)."""
         return list(self.core.events)
 
 

@@ -69,7 +69,7 @@ def spawn(command: str) -> int:
 
 
 def wait_for(pid: int, wake_read: int, stop: list[bool]) -> int | None:
-    """bash's wait status once it exits; None if told to stop first (control pipe closed or
+    """The wait status of bash once it exits; None if told to stop first (control pipe closed or
     SIGTERM). Orphans that exit meanwhile are reaped."""
     while not stop:
         status = reap(pid)
