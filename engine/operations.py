@@ -15,6 +15,7 @@ from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError, RunNotResumable
 from loopstate.engine.result import RunResult
+from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 
@@ -56,6 +57,32 @@ async def queue_decision(
         bound = decision.model_copy(update={"digest": call.digest})
         queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=clock())
         state = state.evolve(inbox=(*state.inbox, queued))
+        await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+        return state
+    finally:
+        await store.release(run_id, owner=owner)
+
+
+async def queue_message(
+    store: Store, run_id: str, text: str, *, clock: Clock = system_clock
+) -> RunState:
+    """Queue the user's next message for a run that answered (an agent run that is `done`, a
+    flow `awaiting_input`): the run becomes ready, and the next `resume` (a worker's, any
+    process's) continues the conversation with it. `RunNotResumable` if the run cannot take
+    a message or already has one queued; nothing is stored then."""
+    owner = lease_owner()
+    state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    try:
+        if not text.strip():
+            raise RunNotResumable(f"run {run_id}: the message is empty; say something")
+        answered = "awaiting_input" if state.flow is not None else "done"
+        if state.status != answered:
+            raise RunNotResumable(
+                f"run {run_id} is {state.status}: only a run that answered takes a message"
+            )
+        if state.queued_message is not None:
+            raise RunNotResumable(f"run {run_id} already has a message waiting to be taken")
+        state = state.evolve(queued_message=storable_text(text), updated_at=clock())
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
         return state
     finally:

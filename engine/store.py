@@ -59,10 +59,13 @@ def check_append_only(stored: RunState, messages: int, transitions: int) -> None
 
 def ready(state: RunState) -> bool:
     """Whether the run can continue without anyone's input, once no live lease holds it:
-    it is `running` (a holder that stopped before it did left it so), or it awaits approval
-    and every pending call has a queued decision. A flow awaiting the user's message is not
-    ready: nothing queues a message for it, only `resume(message=...)` continues it."""
+    it is `running` (a holder that stopped before it did left it so), it awaits approval and
+    every pending call has a queued decision, or it answered (an agent run that is `done`, a
+    flow `awaiting_input`) and a user message was queued for it (`queue_message`)."""
     if state.status == "running":
+        return True
+    answered = "awaiting_input" if state.flow is not None else "done"
+    if state.queued_message and state.status == answered:
         return True
     if state.status != "awaiting_approval":
         return False

@@ -165,3 +165,17 @@ async def test_a_refinement_goes_back_to_plan_with_the_users_notes() -> None:
     final = await flow.resume(run.run_id, message="Perfect")
     assert final.status == "done"
     assert [t for _, t, e, _ in phases(final) if e == "advance"].count("plan") == 2
+
+
+async def test_a_message_queued_for_a_flow_waiting_for_the_user_is_taken_by_resume() -> None:
+    from loopstate.engine.operations import queue_message
+    from loopstate.engine.store import ready
+
+    flow, _ = flow_with(happy_script())
+    first = await flow.run("I want to run a 4:25 1500m")
+    assert first.status == "awaiting_input"
+    await queue_message(flow.store, first.run_id, "43, 40 km a week, no injuries")
+    assert ready(await flow.store.load(first.run_id))
+    second = await flow.resume(first.run_id)
+    assert (second.status, second.phase) == ("awaiting_approval", "plan")
+    assert (await flow.store.load(first.run_id)).queued_message is None

@@ -13,7 +13,7 @@ import pytest
 import worker_agent
 from worker_support import effects_of, loopstate_process, wait_until_ended
 
-from loopstate import Approve, PostgresStore, Store
+from loopstate import Approve, PostgresStore, RunNotResumable, Store
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.worker import Worker
@@ -148,3 +148,39 @@ async def test_a_draining_worker_finishes_the_current_step_and_leaves_the_run_to
     await serve_until(Worker(agent, poll_s=0.05), store, ended=1)
     assert (await store.load("r")).status == "done"
     assert len(effects_of(effects)) == 1
+
+
+async def test_a_message_queued_for_a_run_that_answered_makes_it_ready_for_a_worker(
+    store: Store,
+) -> None:
+    from loopstate import Agent, ScriptedModel
+    from loopstate.engine.operations import queue_message
+    from loopstate.engine.store import ready
+
+    agent = Agent(ScriptedModel(["Hello.", "Paris."], by_step=True), store=store)
+    answered = await agent.run("hi", run_id="chat")
+    assert not ready(await store.load("chat"))
+    with pytest.raises(RunNotResumable, match="empty"):
+        await queue_message(store, "chat", "  ")
+    await queue_message(store, "chat", "And the capital of France?")
+    with pytest.raises(RunNotResumable, match="already has a message"):
+        await queue_message(store, "chat", "again")
+    assert ready(await store.load("chat"))
+    stop = asyncio.Event()
+    serving = asyncio.create_task(Worker(agent, poll_s=0.05).serve(stop))
+    for _ in range(200):  # until the worker has taken the message and answered
+        went_on = await store.load("chat")
+        if went_on.output == "Paris.":
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(serving, 20.0)
+    assert (went_on.status, went_on.output, went_on.queued_message) == ("done", "Paris.", None)
+    assert [m.content for m in went_on.messages if m.role == "user"] == [
+        "hi",
+        "And the capital of France?",
+    ]
+    assert went_on.run_id == answered.run_id
+    assert ("done", "thinking", "user_message") in [
+        (t.source, t.target, t.event) for t in went_on.transitions
+    ]

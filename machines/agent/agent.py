@@ -211,6 +211,10 @@ class Agent:
         )
         core = self._core(state, owner, feed)
         async with core.holding():
+            if message is None and state.state == AgentLoop.done.id and state.queued_message:
+                # a message queued on the stored run (`queue_message`): this resume takes it
+                message, state = state.queued_message, state.evolve(queued_message=None)
+                core.state = state
             _check_resumable(state, decisions, message)
             check_tools(state, self._loop.tools)
             check_instructions(state, self.instructions)

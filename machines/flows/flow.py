@@ -146,6 +146,10 @@ class Flow:
         )
         core = self._core(state, owner)
         async with core.holding():
+            if message is None and state.status == "awaiting_input" and state.queued_message:
+                # a message queued on the stored run (`queue_message`): this resume takes it
+                message, state = state.queued_message, state.evolve(queued_message=None)
+                core.state = state
             _check_resumable(state, self.name, message=message, decisions=decisions)
             if state.phase in self.phases:
                 who = f"phase {state.phase} of flow {self.name}"
