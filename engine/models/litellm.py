@@ -44,6 +44,10 @@ def _import_litellm() -> Any:
     return litellm
 
 
+def _closed(client: DirectPayloadClient | None) -> bool:
+    return client is not None and client.is_closed()
+
+
 class LiteLLMModel:
     """Any litellm model: `LiteLLMModel("openai/gpt-4o-mini", temperature=0)`.
 
@@ -113,7 +117,9 @@ class LiteLLMModel:
 
     def _direct_client(self) -> DirectPayloadClient | None:
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client[0] is not loop:
+        # litellm closes its pool when its cache lets its client go (after an hour): then the
+        # client is built again over litellm's new one.
+        if self._client is None or self._client[0] is not loop or _closed(self._client[1]):
             client = direct_payload_client(_import_litellm(), self.origin.provider, self.settings)
             self._client = (loop, client)
         return self._client[1]

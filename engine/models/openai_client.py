@@ -29,7 +29,9 @@ from openai.resources.chat.completions import AsyncCompletions
 # Sent through `extra_body`: the payload that grows with the history.
 _MOVED = ("messages", "tools")
 # With any of these litellm builds a client differently (Azure AD, workload identity, ...).
-_OWN_CLIENT = frozenset({"client", "api_version", "azure_ad_token", "litellm_params"})
+_OWN_CLIENT = frozenset(
+    {"client", "api_version", "azure_ad_token", "litellm_params", "shared_session"}
+)
 
 
 class _Completions(AsyncCompletions):
@@ -64,16 +66,20 @@ def direct_payload_client(
         return None
     if _OWN_CLIENT & settings.keys():
         return None
-    # litellm's own cached client for these settings: its HTTP pool (litellm's transport, which
-    # litellm owns and closes) is shared, so this client holds nothing that needs closing.
-    own = litellm.main.openai_chat_completions.get_openai_client(
-        is_async=True, api_key=api_key, api_base=api_base, max_retries=0,
-        organization=settings.get("organization"),
-    )  # fmt: skip
+    try:
+        # litellm's own cached client for these settings: its HTTP pool (litellm's transport,
+        # which litellm owns and closes) is shared, so this client holds nothing to close.
+        own = litellm.main.openai_chat_completions.get_openai_client(
+            is_async=True, api_key=api_key, api_base=api_base, max_retries=0,
+            organization=settings.get("organization"),
+        )  # fmt: skip
+        pool = own._client
+    except (AttributeError, TypeError):  # another litellm inside: its own path, unchanged
+        return None
     return DirectPayloadClient(
         api_key=api_key,
         base_url=api_base,
-        http_client=own._client,
+        http_client=pool,
         organization=settings.get("organization"),
         max_retries=0,  # litellm sets the call's own retries on the client it is given
     )
