@@ -57,18 +57,23 @@ def _tool_results(message: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+_clients: list[httpx.AsyncClient] = []  # one pool for every run, as litellm keeps its own
+
+
 async def raw_httpx(base: str, steps: int) -> None:
+    if not _clients:
+        _clients.append(httpx.AsyncClient())
+    client = _clients[0]
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     headers = {"authorization": "Bearer k", "content-type": "application/json"}
-    async with httpx.AsyncClient() as client:
-        for _ in range(steps):
-            body = {"model": MODEL, "messages": messages, "tools": TOOLS, "tool_choice": "auto"}
-            response = await client.post(
-                f"{base}/chat/completions", content=json.dumps(body), headers=headers
-            )
-            message = json.loads(response.content)["choices"][0]["message"]
-            messages.append(message)
-            messages.extend(_tool_results(message))
+    for _ in range(steps):
+        body = {"model": MODEL, "messages": messages, "tools": TOOLS, "tool_choice": "auto"}
+        response = await client.post(
+            f"{base}/chat/completions", content=json.dumps(body), headers=headers
+        )
+        message = json.loads(response.content)["choices"][0]["message"]
+        messages.append(message)
+        messages.extend(_tool_results(message))
     assert messages[-1]["content"] == "Done.", messages[-1]
 
 
