@@ -17,6 +17,7 @@ from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import stream_reply
+from loopstate.engine.models.openai_client import DirectPayloadClient, direct_payload_client
 from loopstate.engine.models.wire import provider_messages
 from loopstate.engine.streaming import DeltaListener
 
@@ -43,6 +44,10 @@ def _import_litellm() -> Any:
     return litellm
 
 
+def _closed(client: DirectPayloadClient | None) -> bool:
+    return client is not None and client.is_closed()
+
+
 class LiteLLMModel:
     """Any litellm model: `LiteLLMModel("openai/gpt-4o-mini", temperature=0)`.
 
@@ -62,6 +67,8 @@ class LiteLLMModel:
         self.stall_s = stall_s
         """How long a streamed call may go without a chunk before it fails (`ModelError`)."""
         self._origin: Origin | None = None
+        # Per event loop: an httpx connection pool belongs to the loop that opened it.
+        self._client: tuple[asyncio.AbstractEventLoop, DirectPayloadClient | None] | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
 
@@ -108,11 +115,23 @@ class LiteLLMModel:
         except Exception:  # litellm does not know it: the name's prefix is what it routes by
             return self._name.split("/", 1)[0]
 
+    def _direct_client(self) -> DirectPayloadClient | None:
+        loop = asyncio.get_running_loop()
+        # litellm closes its pool when its cache lets its client go (after an hour): then the
+        # client is built again over litellm's new one.
+        if self._client is None or self._client[0] is not loop or _closed(self._client[1]):
+            client = direct_payload_client(_import_litellm(), self.origin.provider, self.settings)
+            self._client = (loop, client)
+        return self._client[1]
+
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = dict(self.settings)
         if "num_retries" not in arguments and "max_retries" not in arguments:
             arguments["num_retries"] = 0
         arguments["model"] = self._name
+        client = self._direct_client()
+        if client is not None:
+            arguments["client"] = client
         arguments["messages"] = provider_messages(request.messages, self.origin)
         if request.tools:
             arguments["tools"] = [d.to_wire() for d in request.tools]
