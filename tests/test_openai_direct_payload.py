@@ -4,6 +4,8 @@ client sends, over real HTTP to a model server on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 from model_server import serve, text_reply
@@ -79,3 +81,10 @@ async def test_a_pool_litellm_closed_is_replaced_before_the_next_call() -> None:
             cache.delete_cache(key)
         second = await model.complete(request)
     assert second.message.content == "Two."
+
+
+def test_importing_loopstate_does_not_import_the_openai_sdk() -> None:
+    # The direct client subclasses the SDK's: it is loaded with litellm, on the first call.
+    code = "import sys, loopstate; print('openai' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

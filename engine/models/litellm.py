@@ -10,16 +10,18 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import stream_reply
-from loopstate.engine.models.openai_client import DirectPayloadClient, direct_payload_client
 from loopstate.engine.models.wire import provider_messages
 from loopstate.engine.streaming import DeltaListener
+
+if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not with loopstate
+    from loopstate.engine.models.openai_client import DirectPayloadClient
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -120,7 +122,10 @@ class LiteLLMModel:
         # litellm closes its pool when its cache lets its client go (after an hour): then the
         # client is built again over litellm's new one.
         if self._client is None or self._client[0] is not loop or _closed(self._client[1]):
-            client = direct_payload_client(_import_litellm(), self.origin.provider, self.settings)
+            litellm = _import_litellm()
+            from loopstate.engine.models.openai_client import direct_payload_client
+
+            client = direct_payload_client(litellm, self.origin.provider, self.settings)
             self._client = (loop, client)
         return self._client[1]
 
