@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
-
-from loopstate.engine.approval import DECISION_KINDS, DecisionKind
+from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.data import Frozen
 from loopstate.engine.model import ModelRequest
 from loopstate.engine.state import CallRecord, RunState
@@ -99,19 +97,10 @@ class ToolCallRun(Frozen):
     record: CallRecord
 
 
-class PendingCall(Frozen):
-    """A call waiting for a decision, as the inbox across runs lists it."""
+class PendingCall(ApprovalRequest):
+    """A call waiting for a decision, as the inbox across runs lists it: the request a person
+    sees (every `ApprovalRequest` field, kept in step with it) and where it waits."""
 
     kind: Literal["pending_call"] = "pending_call"
     run_id: str
     agent: str
-    call_id: str
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    reason: str = ""
-    digest: str = ""
-    # the rest of an `ApprovalRequest` (approval policies, external tools)
-    category: str = "general"
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    allowed: tuple[DecisionKind, ...] = DECISION_KINDS
-    external: bool = False
