@@ -78,6 +78,9 @@ class CallRecord(Frozen):
     allowed: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions the tool accepts, kept with the call so that a process without the tool
     (the CLI) refuses the others too."""
+    child_run_id: str | None = None
+    """The run this call delegated to (a sub-agent used as a tool), once started: a resumed
+    parent continues that child instead of starting a new one."""
 
     def check_allowed(self, kind: str) -> None:
         """Refuse (`DecisionError`) a decision kind this call's tool does not accept."""
@@ -181,6 +184,19 @@ class QueuedDecision(Frozen):
     at: float
 
 
+class ParentLink(Frozen):
+    """Where a child run was started from: the parent run and the call or flow phase that
+    delegated to it. A top-level run has none."""
+
+    run_id: str
+    call_id: str | None = None
+    """The parent's tool call that runs this child (a sub-agent used as a tool)."""
+    phase: str | None = None
+    """The parent flow's phase that runs this child (a pipeline step)."""
+    name: str = ""
+    """What the parent calls the child (the tool's or the phase's name)."""
+
+
 class FlowPosition(Frozen):
     """Where a flow run stands: its phase (a state of the flow's machine) and what it has
     collected. A plain agent run has none."""
@@ -233,14 +249,16 @@ class RunState(Frozen):
     created_at: float = 0.0
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
+    """Decisions recorded while suspended, not yet applied."""
     remembered: tuple[Remembered, ...] = ()
     """Standing decisions for this run's later calls ("always allow / deny this tool")."""
-    """Decisions recorded while suspended, not yet applied."""
     queued_message: str | None = None
     """A user message that came with decisions: it joins the history after the batch's
     results, before the next model call."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     flow: FlowPosition | None = None
+    parent: ParentLink | None = None
+    """Set on a child run: which run and call (or phase) delegated to it."""
 
     @model_validator(mode="before")
     @classmethod
