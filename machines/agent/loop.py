@@ -10,9 +10,11 @@ event carries, never the clock, the network or a store.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from statemachine import State, StateChart
+
+from loopstate.machines.table import TransitionTable
 
 
 class AgentLoop(StateChart[Any]):
@@ -106,7 +108,12 @@ class AgentEvents(Protocol):
     def fail(self) -> Any: ...
 
 
+LOOP_TABLE = TransitionTable(AgentLoop)
+"""`AgentLoop` read into a transition table: what the driver steps (see `TransitionTable`)."""
+
+
 def agent_loop(state: str) -> AgentEvents:
-    """An `AgentLoop` positioned at `state`."""
-    machine: AgentEvents = AgentLoop(start_value=state)
-    return machine
+    """An `AgentLoop` positioned at `state`: its transition table, which decides as the
+    python-statemachine instance does, without its per-event engine or a machine object per
+    run (an event costs a lookup and its guards)."""
+    return cast(AgentEvents, LOOP_TABLE.at(state))

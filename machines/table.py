@@ -1,0 +1,159 @@
+"""A flat, strict statechart read once into a transition table: the same decisions as the
+python-statemachine instance, without its per-event engine or a machine object per run.
+
+python-statemachine stays the definition (states, transitions, guards by name), the diagrams
+and the definition-time checks. `TransitionTable(Machine)` reads that definition and refuses a
+machine whose semantics a table would not reproduce: compound, parallel or history states,
+eventless or multi-target transitions, callbacks other than guards (actions, enter/exit,
+validators, `prepare_event`, listeners), guards that are not the name of a method. For the
+machines it accepts, an event from a state takes the first of that state's transitions for the
+event (in declaration order) whose guards all hold, or raises `TransitionNotAllowed`, exactly
+as python-statemachine does with `allow_event_without_transition = False`; an error in a
+guard propagates. A guard receives, by name, the facts its parameters ask for.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from statemachine import StateChart
+from statemachine.exceptions import InvalidDefinition, InvalidStateValue, TransitionNotAllowed
+from statemachine.orderedset import OrderedSet
+
+_RESERVED = {"event", "event_data", "machine", "model", "source", "state", "target", "transition"}
+"""Arguments python-statemachine gives a guard besides the event's facts: a table does not."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    check: Callable[..., object]
+    names: frozenset[str] | None
+    """The facts it takes by name; None: all of them (`**facts`)."""
+    expected: bool
+    """True for `cond=`, False for `unless=`."""
+
+    def holds(self, facts: Mapping[str, Any]) -> bool:
+        if self.names is None:
+            return bool(self.check(**facts)) is self.expected
+        return bool(self.check(**{k: facts[k] for k in self.names if k in facts})) is self.expected
+
+
+@dataclass(frozen=True, slots=True)
+class _Edge:
+    target: str
+    guards: tuple[_Guard, ...]
+
+
+class TransitionTable:
+    """The transitions of a flat, strict `StateChart` class, keyed by (state, event)."""
+
+    def __init__(self, machine: type[StateChart[Any]]) -> None:
+        probe = machine()  # builds it: python-statemachine's definition checks run here
+        _check_strict(machine)
+        self.machine = machine
+        self.states = {s.value: s for s in machine.states}
+        self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
+        callbacks = _registered(probe)
+        for state in machine.states:
+            _check_state(state)
+            for t in state.transitions:
+                _check_transition(t)
+                guards = tuple(_guard(probe, spec) for spec in t.cond)
+                callbacks.discard(t.cond.key)
+                for event in t.events:
+                    key = (state.value, str(event))
+                    self.edges[key] = (*self.edges.get(key, ()), _Edge(t.target.value, guards))
+        if callbacks:
+            raise InvalidDefinition(
+                f"{machine.__name__}: callbacks a table cannot run: {callbacks}"
+            )
+        self.events = frozenset(event for _, event in self.edges)
+
+    def at(self, state: Any) -> TableMachine:
+        """A machine of this table positioned at `state`."""
+        if state not in self.states:
+            raise InvalidStateValue(state)  # type: ignore[no-untyped-call]  # untyped upstream
+        return TableMachine(self, state)
+
+    def move(self, source: Any, event: str, facts: Mapping[str, Any]) -> Any:
+        """The state `event` takes the machine to from `source`."""
+        for edge in self.edges.get((source, event), ()):
+            if all(guard.holds(facts) for guard in edge.guards):
+                return edge.target
+        raise TransitionNotAllowed(getattr(self.machine, event), OrderedSet([self.states[source]]))
+
+
+class TableMachine:
+    """One run's position in a `TransitionTable`; its events are methods, as on the machine
+    (`machine.replied(calls=1, gated=0)`), and raise as the machine's do."""
+
+    __slots__ = ("current_state_value", "table")
+
+    def __init__(self, table: TransitionTable, state: Any) -> None:
+        self.table = table
+        self.current_state_value = state
+
+    def __getattr__(self, name: str) -> _Trigger:
+        if name not in self.table.events:
+            raise AttributeError(f"{self.table.machine.__name__} has no event {name!r}")
+        return _Trigger(self, name)
+
+    @property
+    def is_terminated(self) -> bool:
+        return bool(self.table.states[self.current_state_value].final)
+
+
+class _Trigger:
+    __slots__ = ("id", "machine")
+
+    def __init__(self, machine: TableMachine, event: str) -> None:
+        self.machine = machine
+        self.id = event
+
+    def __call__(self, **facts: Any) -> None:
+        m = self.machine
+        m.current_state_value = m.table.move(m.current_state_value, self.id, facts)
+
+
+def _check_strict(machine: type[StateChart[Any]]) -> None:
+    if machine.allow_event_without_transition or machine.catch_errors_as_events:
+        raise InvalidDefinition(
+            f"{machine.__name__}: a table reproduces only a strict machine "
+            "(allow_event_without_transition and catch_errors_as_events False)"
+        )
+
+
+def _check_state(state: Any) -> None:
+    if not state.is_atomic or state.parent is not None:
+        raise InvalidDefinition(f"state {state.id}: a table reproduces only flat machines")
+
+
+def _check_transition(t: Any) -> None:
+    if t.is_eventless or t.initial or len(t.targets) != 1 or t.internal:
+        raise InvalidDefinition(f"{t}: a table reproduces only plain event transitions")
+
+
+def _registered(probe: StateChart[Any]) -> set[str]:
+    """The callback keys of the built machine that hold something (all must be guards)."""
+    registry = probe._callbacks._registry  # the one place to see them all
+    return {key for key, executor in registry.items() if list(executor)}
+
+
+def _guard(probe: StateChart[Any], spec: Any) -> _Guard:
+    name = spec.func
+    method = getattr(type(probe), name, None) if isinstance(name, str) else None
+    if not inspect.isfunction(method) or not name.isidentifier():
+        raise InvalidDefinition(f"guard {name!r}: a table takes only the name of a method")
+    check = getattr(probe, name)
+    params = inspect.signature(check).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        names = None
+    elif any(p.name in _RESERVED or p.kind not in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+             for p in params):  # fmt: skip
+        raise InvalidDefinition(f"guard {name!r}: a table gives a guard only the event's facts")
+    else:
+        names = frozenset(p.name for p in params)
+    return _Guard(check, names, spec.expected_value is not False)
