@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -11,6 +11,29 @@ class Frozen(BaseModel):
     """Immutable, serializable data. New fields only ever arrive with defaults."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    _fields_sets: ClassVar[dict[int, set[str]]] = {}
+    """Per model, by count: the set of field names its instances given those names share."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._fields_sets = {}
+
+    @classmethod
+    def _shared(cls, fields: set[str]) -> set[str]:
+        shared = cls._fields_sets.setdefault(len(fields), fields)
+        return shared if shared == fields else fields
+
+    def model_post_init(self, context: Any, /) -> None:
+        # pydantic gives every instance its own set of the names of the fields it was given
+        # (216-728 bytes: more than most events' values); frozen instances never change
+        # theirs (pydantic's model_copy copies it before an update), so those given the same
+        # names share one. A run holds thousands of these.
+        fields = self.__pydantic_fields_set__
+        shared = self._shared(fields)
+        if shared is not fields:
+            object.__setattr__(self, "__pydantic_fields_set__", shared)
 
     def evolve(self, **changes: Any) -> Self:
         """A copy with `changes` applied, unvalidated: for trusted values on hot paths.
@@ -22,9 +45,10 @@ class Frozen(BaseModel):
         fields = dict(self.__dict__)
         fields.update(changes)
         object.__setattr__(new, "__dict__", fields)
-        object.__setattr__(
-            new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | changes.keys()
-        )
+        fields_set = self.__pydantic_fields_set__
+        if not changes.keys() <= fields_set:
+            fields_set = self._shared(fields_set | changes.keys())
+        object.__setattr__(new, "__pydantic_fields_set__", fields_set)
         object.__setattr__(new, "__pydantic_extra__", None)
         object.__setattr__(new, "__pydantic_private__", None)
         return new

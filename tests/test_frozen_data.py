@@ -1,0 +1,43 @@
+"""Frozen data: instances given the same fields share one set of their names, and no copy,
+update or evolution of one changes what another reports."""
+
+from __future__ import annotations
+
+from loopstate.engine.events import TransitionEvent
+from loopstate.engine.state import RunState, Transition
+
+
+def transition(seq: int, **more: str) -> Transition:
+    return Transition(seq=seq, source="a", target="b", event="e", at=1.0, **more)
+
+
+def test_instances_given_the_same_fields_share_one_set_of_their_names() -> None:
+    first, second = transition(1), transition(2)
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    other = transition(3, reason="why")
+    assert other.model_fields_set == first.model_fields_set | {"reason"}
+
+
+def test_models_do_not_share_names_with_one_another() -> None:
+    event = TransitionEvent(run_id="r", at=1.0, step=0, seq=1, source="a", target="b", event="e")
+    assert event.__pydantic_fields_set__ is not transition(1).__pydantic_fields_set__
+
+
+def test_an_update_or_an_evolution_changes_only_the_new_instance() -> None:
+    first, second = transition(1), transition(2)
+    names = set(first.model_fields_set)
+    updated = first.model_copy(update={"reason": "x"})
+    evolved = first.evolve(actor="me")
+    assert updated.model_fields_set == names | {"reason"}
+    assert evolved.model_fields_set == names | {"actor"}
+    assert first.model_fields_set == second.model_fields_set == names
+    assert first.model_dump(exclude_unset=True) == {
+        "seq": 1, "source": "a", "target": "b", "event": "e", "at": 1.0,
+    }  # fmt: skip
+
+
+def test_evolving_fields_already_set_keeps_the_shared_names() -> None:
+    state = RunState(run_id="r", state="thinking", steps=1)
+    evolved = state.evolve(steps=2, state="done")
+    assert evolved.__pydantic_fields_set__ is state.__pydantic_fields_set__
+    assert RunState.model_validate(evolved.model_dump()) == evolved
