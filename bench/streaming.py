@@ -1,6 +1,7 @@
 """Streaming costs, as ratios against floors measured in the same run.
 
-    python bench/streaming.py
+    python bench/streaming.py             # everything
+    python bench/streaming.py --engine    # only the engine's CPU per chunk (no server, no litellm)
 
 Against a local OpenAI-format SSE server (tests/model_server.py, in a thread), for one reply
 of CHUNKS text chunks:
@@ -12,6 +13,11 @@ of CHUNKS text chunks:
 - Time to first delta: litellm alone vs `agent.stream` (run creation, store, hooks included).
 - Step overhead with a ScriptedModel: no listener (the plain `complete` path) vs a delta hook
   (the scripted model streams word by word).
+- The engine's own CPU per chunk, with no network and no provider client: an in-process model
+  streams a reply of N chunks through `agent.stream` (and through a delta hook); the same
+  chunks consumed raw (the model's chunk source iterated into a list) are the floor. Per chunk
+  = the slope between N = 200 and N = 2,000 of (loopstate - raw): the run's fixed cost (run
+  creation, store, events) is left out; it is printed apart.
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from model_server import ModelServer, text_reply
 
 from loopstate import Agent, Hooks, LiteLLMModel, MemoryStore, ScriptedModel, UserMessage
-from loopstate.engine.model import ModelRequest
+from loopstate.engine.messages import AssistantMessage
+from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm import _import_litellm
-from loopstate.engine.streaming import DeltaRelay, TextDelta
+from loopstate.engine.streaming import DeltaListener, DeltaRelay, TextDelta
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 CHUNKS = 400
@@ -124,6 +131,91 @@ async def scripted_step(listen: bool, steps: int = 200) -> float:
     return (time.perf_counter() - started) / steps * 1e6
 
 
+class ChunkModel:
+    """An in-process streaming model: a reply of `n` text chunks, already made."""
+
+    name = "chunks"
+
+    def __init__(self, n: int) -> None:
+        self.pieces = [f"w{i} " for i in range(n)]
+        self.response = ModelResponse(message=AssistantMessage(content="".join(self.pieces)))
+
+    async def chunks(self) -> Any:
+        for piece in self.pieces:
+            yield piece
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return self.response
+
+    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
+        async for piece in self.chunks():
+            await listener.text(piece)
+        return self.response
+
+
+async def chunks_raw(n: int) -> float:
+    model, out = ChunkModel(n), []
+    started = time.thread_time()
+    async for piece in model.chunks():
+        out.append(piece)
+    assert len(out) == n
+    return time.thread_time() - started
+
+
+async def chunks_streamed(n: int) -> float:
+    agent = Agent(ChunkModel(n), store=MemoryStore())
+    started, deltas = time.thread_time(), 0
+    async for event in agent.stream("go"):
+        deltas += event.kind == "text_delta"
+    assert deltas == n
+    return time.thread_time() - started
+
+
+async def chunks_hooked(n: int) -> float:
+    sink = Sink()
+    agent = Agent(ChunkModel(n), store=MemoryStore(), hooks=[sink])
+    started = time.thread_time()
+    await agent.run("go")
+    assert sink.count == n
+    return time.thread_time() - started
+
+
+async def engine_per_chunk() -> dict[str, float]:
+    """µs of engine CPU per chunk (slope, 200 → 2,000 chunks) and the fixed cost in ms."""
+    small, large = 200, 2000
+    samples: dict[tuple[str, int], list[float]] = {}
+    for _ in range(REPEATS * 3):  # interleaved, so drifts in machine speed hit all alike
+        for name, fn in (("raw", chunks_raw), ("stream", chunks_streamed),
+                         ("hook", chunks_hooked)):  # fmt: skip
+            for n in (small, large):
+                samples.setdefault((name, n), []).append(await fn(n))
+    t = {k: statistics.median(v) for k, v in samples.items()}
+
+    def slope(name: str) -> float:
+        return (t[name, large] - t[name, small]) / (large - small) * 1e6
+
+    raw = slope("raw")
+    return {
+        "raw": raw,
+        "stream": slope("stream") - raw,
+        "hook": slope("hook") - raw,
+        "fixed": (t["stream", small] - small * slope("stream") / 1e6) * 1e3,
+    }
+
+
+def engine_report(e: dict[str, float]) -> None:
+    def mark(value: float) -> str:
+        return "PASS" if value <= 5 else "MISS"
+
+    print("engine CPU per chunk, in-process model (slope 200 -> 2,000 chunks, minus raw):")
+    print(f"  chunks consumed raw (floor)  {e['raw']:6.2f} µs/chunk")
+    print(f"  agent.stream                 {e['stream']:6.2f} µs/chunk of engine   "
+          f"target <= 5 µs {mark(e['stream'])}")  # fmt: skip
+    print(f"  delta hook (agent.run)       {e['hook']:6.2f} µs/chunk of engine   "
+          f"target <= 5 µs {mark(e['hook'])}")  # fmt: skip
+    print(f"  agent.stream fixed cost      {e['fixed']:6.2f} ms per run (creation, store, events)")
+
+
 async def median(measure: Any, server: ModelServer | None = None) -> Any:
     runs = []
     for _ in range(REPEATS):
@@ -138,6 +230,9 @@ async def median(measure: Any, server: ModelServer | None = None) -> Any:
 
 
 async def main() -> None:
+    engine_report(await engine_per_chunk())
+    if "--engine" in sys.argv:
+        return
     with ModelServer() as server:
         server.script(reply())
         await litellm_alone(server)  # warm up: imports, connection pools

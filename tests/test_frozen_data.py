@@ -3,8 +3,11 @@ update or evolution of one changes what another reports."""
 
 from __future__ import annotations
 
+import pytest
+
 from loopstate.engine.events import TransitionEvent
 from loopstate.engine.state import RunState, Transition
+from loopstate.engine.streaming import TextDelta
 
 
 def transition(seq: int, **more: str) -> Transition:
@@ -41,3 +44,12 @@ def test_evolving_fields_already_set_keeps_the_shared_names() -> None:
     evolved = state.evolve(steps=2, state="done")
     assert evolved.__pydantic_fields_set__ is state.__pydantic_fields_set__
     assert RunState.model_validate(evolved.model_dump()) == evolved
+
+
+def test_a_trusted_instance_equals_the_validated_one_and_needs_every_field() -> None:
+    fields = {"run_id": "r", "at": 1.0, "step": 1, "attempt": "a", "kind": "text_delta"}
+    trusted = TextDelta.trusted(**fields, text="hi")
+    assert trusted == TextDelta(**fields, text="hi")
+    assert trusted.model_dump_json() == TextDelta(**fields, text="hi").model_dump_json()
+    with pytest.raises(TypeError, match=r"missing \['text'\]"):
+        TextDelta.trusted(**fields)
