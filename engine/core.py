@@ -217,7 +217,7 @@ class RunCore:
         """Append a transition to the audit trail; it is announced once saved."""
         now = self.ports.clock()
         cause = cause or Cause()
-        transition = Transition.model_construct(
+        transition = Transition.trusted(
             seq=len(self.state.transitions) + 1,
             source=source,
             target=target,
