@@ -25,11 +25,12 @@ class Frozen(BaseModel):
         shared = cls._fields_sets.setdefault(len(fields), fields)
         return shared if shared == fields else fields
 
-    def model_post_init(self, context: Any, /) -> None:
-        # pydantic gives every instance its own set of the names of the fields it was given
-        # (216-728 bytes: more than most events' values); frozen instances never change
-        # theirs (pydantic's model_copy copies it before an update), so those given the same
-        # names share one. A run holds thousands of these.
+    def _share_names(self) -> None:
+        """Share the set of the names of the fields this instance was given with the other
+        instances given the same names. pydantic gives each instance its own (216-728 bytes,
+        more than most events' values); frozen instances never change theirs (pydantic's
+        `model_copy` copies it before an update). For models made by the thousand per run
+        (events): call it from their `model_post_init`. `trusted` and `evolve` share always."""
         fields = self.__pydantic_fields_set__
         shared = self._shared(fields)
         if shared is not fields:

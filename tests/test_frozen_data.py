@@ -14,20 +14,31 @@ def transition(seq: int, **more: str) -> Transition:
     return Transition(seq=seq, source="a", target="b", event="e", at=1.0, **more)
 
 
-def test_instances_given_the_same_fields_share_one_set_of_their_names() -> None:
-    first, second = transition(1), transition(2)
+def event(seq: int, **more: str) -> TransitionEvent:
+    return TransitionEvent(run_id="r", at=1.0, seq=seq, source="a", target="b", event="e", **more)
+
+
+def test_events_given_the_same_fields_share_one_set_of_their_names() -> None:
+    first, second = event(1), event(2)
     assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
-    other = transition(3, reason="why")
+    other = event(3, reason="why")
     assert other.model_fields_set == first.model_fields_set | {"reason"}
 
 
+def test_trusted_instances_share_one_set_of_their_names() -> None:
+    fields = {"source": "a", "target": "b", "event": "e", "at": 1.0, "reason": None}
+    first = Transition.trusted(seq=1, actor=None, **fields)
+    second = Transition.trusted(seq=2, actor="me", **fields)
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+
+
 def test_models_do_not_share_names_with_one_another() -> None:
-    event = TransitionEvent(run_id="r", at=1.0, step=0, seq=1, source="a", target="b", event="e")
-    assert event.__pydantic_fields_set__ is not transition(1).__pydantic_fields_set__
+    made = TransitionEvent(run_id="r", at=1.0, step=0, seq=1, source="a", target="b", event="e")
+    assert made.__pydantic_fields_set__ is not transition(1).__pydantic_fields_set__
 
 
 def test_an_update_or_an_evolution_changes_only_the_new_instance() -> None:
-    first, second = transition(1), transition(2)
+    first, second = event(1), event(2)
     names = set(first.model_fields_set)
     updated = first.model_copy(update={"reason": "x"})
     evolved = first.evolve(actor="me")
@@ -35,7 +46,7 @@ def test_an_update_or_an_evolution_changes_only_the_new_instance() -> None:
     assert evolved.model_fields_set == names | {"actor"}
     assert first.model_fields_set == second.model_fields_set == names
     assert first.model_dump(exclude_unset=True) == {
-        "seq": 1, "source": "a", "target": "b", "event": "e", "at": 1.0,
+        "run_id": "r", "at": 1.0, "seq": 1, "source": "a", "target": "b", "event": "e",
     }  # fmt: skip
 
 
