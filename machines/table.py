@@ -147,6 +147,8 @@ def _guard(probe: StateChart[Any], spec: Any) -> _Guard:
     method = getattr(type(probe), name, None) if isinstance(name, str) else None
     if not inspect.isfunction(method) or not name.isidentifier():
         raise InvalidDefinition(f"guard {name!r}: a table takes only the name of a method")
+    if inspect.iscoroutinefunction(method):
+        raise InvalidDefinition(f"guard {name!r}: a table takes only synchronous guards")
     check = getattr(probe, name)
     params = inspect.signature(check).parameters.values()
     if any(p.kind is p.VAR_KEYWORD for p in params):

@@ -115,3 +115,13 @@ def test_a_guard_asking_for_the_engines_arguments_is_refused() -> None:
     machine = _machine(a=a, b=b, go=a.to(b, cond="ok"), ok=lambda self, source: True)
     with pytest.raises(InvalidDefinition, match="only the event's facts"):
         TransitionTable(machine)
+
+
+def test_an_async_guard_is_refused() -> None:
+    async def ok(self: object) -> bool:
+        return True
+
+    a, b = State(initial=True), State(final=True)
+    machine = _machine(a=a, b=b, go=a.to(b, cond="ok"), ok=ok)
+    with pytest.raises(InvalidDefinition, match="only synchronous guards"):
+        TransitionTable(machine)
