@@ -149,9 +149,11 @@ import step_overhead as b
 def model():
     scripted = b.ScriptedModel(b.script(5))
     return b.Yielding(scripted) if {yielding!r} else scripted
+async def loopstate_run():  # the agent and its model are made when the run starts, as
+    return await b.Agent(model(), [b.echo], store=b.MemoryStore()).run("go")  # minimal_run's
 async def main():
     if {kind!r} == "loopstate":
-        runs = [b.Agent(model(), [b.echo], store=b.MemoryStore()).run("go") for _ in range(1000)]
+        runs = [loopstate_run() for _ in range(1000)]
     else:
         runs = [b.minimal_run(5, {yielding!r}) for _ in range(1000)]
     t = time.perf_counter()

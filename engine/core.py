@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, Protocol
 
@@ -26,6 +26,7 @@ from loopstate.engine.errors import DecisionError, LoopstateError, RunBusy
 from loopstate.engine.events import Event, RunFinished, RunSuspended, TransitionEvent
 from loopstate.engine.failure import failure_of
 from loopstate.engine.hooks import HookChain
+from loopstate.engine.lease import LeaseKeeper
 from loopstate.engine.logs import get_logger
 from loopstate.engine.state import RunState, Transition
 from loopstate.engine.store import Store
@@ -120,14 +121,13 @@ class RunCore:
     async def holding(self) -> AsyncIterator[None]:
         """Keep the run's lease while the block works (renewed every third of its length, so
         it expires only if this process stops), and release it at the end."""
-        keeper = asyncio.create_task(self._keep_lease())
+        ports, run_id = self.ports, self.state.run_id
+        keeper = LeaseKeeper(ports.store, run_id, ports.owner, ports.clock, ports.lease_s, self.log)
         try:
             yield
         finally:
-            keeper.cancel()
-            with suppress(asyncio.CancelledError):
-                await keeper
-            await self.ports.store.release(self.state.run_id, owner=self.ports.owner)
+            await keeper.stop()
+            await ports.store.release(run_id, owner=ports.owner)
 
     async def drive(self, stepper: Stepper, *, drain: asyncio.Event | None = None) -> None:
         """Step until the run ends or waits, under the error policy; then finish. Once `drain`
@@ -278,19 +278,6 @@ class RunCore:
 
     def pending_ids(self) -> tuple[str, ...]:
         return tuple(c.call_id for c in self.state.batch if c.status == "awaiting")
-
-    async def _keep_lease(self) -> None:
-        ports = self.ports
-        interval = max(ports.lease_s / 3, 0.05)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await ports.store.renew(
-                    self.state.run_id, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s
-                )
-            except RunBusy as exc:  # the next save raises RunBusy too: the run stops there
-                self.log.error("lease_lost", error=str(exc))
-                return
 
 
 def _event_id(event: Callable[..., object]) -> str:
