@@ -76,8 +76,12 @@ async def test_a_database_of_schema_1_is_migrated_and_its_ready_runs_found(
     state = await store.load("run-1")
     await queue_decision(store, "run-1", state.pending[0].call_id, Approve(), actor="t")
     await store.close()
-    sql(postgres_dsn, "DROP INDEX loopstate_runs_ready")  # back to what schema 1 was
-    sql(postgres_dsn, "ALTER TABLE loopstate_runs DROP COLUMN ready")
+    for statement in (  # back to what schema 1 was
+        "DROP INDEX loopstate_runs_ready", "ALTER TABLE loopstate_runs DROP COLUMN ready",
+        "DROP TABLE loopstate_events", "DROP TABLE loopstate_answers",
+        "DROP INDEX loopstate_runs_by_updated", "DROP INDEX loopstate_runs_by_created",
+    ):  # fmt: skip
+        sql(postgres_dsn, statement)
     sql(postgres_dsn, "UPDATE loopstate_schema SET version = 1")
     store = PostgresStore(postgres_dsn)
     assert await store.claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
