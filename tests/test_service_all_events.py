@@ -1,0 +1,101 @@
+"""`GET /api/events`, the all-runs stream: each event is an entry of the store-wide log with
+its id as the SSE id, so a client that reconnects with `Last-Event-ID` gets exactly what it
+missed (same server or one restarted in between); a decision queued by another process (the
+CLI) reaches a connected inbox promptly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from service_support import Sse, read_events, start, stop, wait_for
+from test_service_events import approve_all, start_run
+
+from loopstate.engine.store import RunEvent
+from loopstate.engine.stores.sqlite import SQLiteStore
+
+
+def logged(db: Path) -> list[RunEvent]:
+    """The store's event log, read from the SQLite file itself."""
+    store = SQLiteStore(db)
+    try:
+        return asyncio.run(store.events(after=0, limit=100_000))
+    finally:
+        store.close()
+
+
+def as_sent(e: RunEvent) -> tuple[str, dict[str, Any]]:
+    return str(e.id), e.model_dump(mode="json")
+
+
+def status_of(run_id: str, status: str) -> Any:
+    def reached(event: Sse) -> bool:
+        data = json.loads(event.data)
+        return bool(data["run_id"] == run_id and data["status"] == status)
+
+    return reached
+
+
+def test_a_reconnect_with_last_event_id_gets_exactly_the_missed_runs_events(
+    tmp_path: Path,
+) -> None:
+    db, fx, log = tmp_path / "runs.db", tmp_path / "fx", tmp_path / "log"
+    server = start(db, fx, log, LOOPSTATE_TEST_HOLD="0.5")
+    with server.client() as client:
+        run_id, items = start_run(client)
+        waiting = status_of(run_id, "awaiting_approval")
+        first = read_events(client, "/api/events", 100, last_event_id="0", until=waiting)
+        approve_all(client, items)  # the run moves on while no one listens
+        wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["state"] == "executing_tool")
+        middle = read_events(client, "/api/events", 1, last_event_id=first[-1].id)
+    stop(server)  # the run in hand reaches its end before the process exits
+    again = start(db, fx, log, port=int(server.url.rpartition(":")[2]))
+    try:
+        with again.client() as client:
+            done = status_of(run_id, "done")
+            rest = read_events(client, "/api/events", 100, last_event_id=middle[-1].id, until=done)
+    finally:
+        stop(again)
+    received = [(e.id, json.loads(e.data)) for e in first + middle + rest]
+    assert all(e.event == "run" for e in first + middle + rest)
+    assert received == [as_sent(e) for e in logged(db)]
+    assert received[-1][1]["status"] == "done"
+
+
+def test_a_decision_queued_by_another_process_reaches_the_inbox_at_once(tmp_path: Path) -> None:
+    db, fx, log = tmp_path / "runs.db", tmp_path / "fx", tmp_path / "log"
+    server = start(db, fx, log)
+    try:
+        with server.client() as client:
+            run_id, items = start_run(client)
+            charge = next(i for i in items if i["tool"] == "charge")
+            before = client.get(f"/api/runs/{run_id}").json()["updated_at"]
+            decided: list[float] = []
+
+            def decide_from_the_cli() -> None:
+                time.sleep(0.5)  # the stream below is open by then
+                cli = [sys.executable, "-m", "loopstate", "approve", run_id, charge["call_id"]]
+                subprocess.run([*cli, "--db", str(db)], check=True, capture_output=True)
+                decided.append(time.monotonic())
+
+            deciding = threading.Thread(target=decide_from_the_cli)
+            deciding.start()
+            with server.client() as listener:
+                [event] = read_events(listener, "/api/events", 1)
+            seen = time.monotonic()
+            deciding.join()
+            data = json.loads(event.data)
+            assert (data["run_id"], data["queued"], data["pending"]) == (run_id, 1, 2)
+            assert data["updated_at"] > before
+            assert seen - decided[0] < 1.0  # polled every 0.25 s
+            inbox = client.get("/api/approvals").json()["items"]
+            assert [i["tool"] for i in inbox] == ["send_email"]
+            assert client.get(f"/api/runs/{run_id}").json()["updated_at"] == data["updated_at"]
+    finally:
+        stop(server)
