@@ -59,7 +59,7 @@ class Service:
         self.runner.signals.deltas = self.hub.delta
         self.runner.signals.changed = self.hub.touch
         self.guard = Guard(token, authorize)
-        self.keys = IdempotencyKeys()
+        self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
         self.locks: dict[str, asyncio.Lock] = {}
 
