@@ -94,8 +94,12 @@ def test_a_decision_queued_by_another_process_reaches_the_inbox_at_once(tmp_path
             assert (data["run_id"], data["queued"], data["pending"]) == (run_id, 1, 2)
             assert data["updated_at"] > before
             assert seen - decided[0] < 1.0  # polled every 0.25 s
-            inbox = client.get("/api/approvals").json()["items"]
-            assert [i["tool"] for i in inbox] == ["send_email"]
+            [email] = client.get("/api/approvals").json()["items"]
+            assert email["tool"] == "send_email"
             assert client.get(f"/api/runs/{run_id}").json()["updated_at"] == data["updated_at"]
+            cli = [sys.executable, "-m", "loopstate", "approve", run_id, email["call_id"]]
+            subprocess.run([*cli, "--db", str(db)], check=True, capture_output=True)
+            decided.append(time.monotonic())  # the batch is decided: this server continues it
+            wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["status"] == "done")
     finally:
         stop(server)

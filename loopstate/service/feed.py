@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loopstate.engine.errors import LoopstateError
@@ -61,6 +62,8 @@ class Hub:
         self._floor = 0  # every entry after it, up to `_head`, is in `_recent`
         self._head: int | None = None
         self.log = get_logger().bind(component="service.feed")
+        self.decided: Callable[[], None] = lambda: None
+        """Called when a run's last pending call got its decision (from any process)."""
 
     def subscribe(self, run_id: str | None) -> asyncio.Queue[Item]:
         queue: asyncio.Queue[Item] = asyncio.Queue()
@@ -82,8 +85,8 @@ class Hub:
         return len(self._all) + sum(len(q) for q in self._runs.values())
 
     def touch(self, run_id: str, seq: int | None = None) -> None:
-        """Run `run_id` changed: in a way its summary may not show (a queued decision), or
-        by transition `seq` of a run this process drives."""
+        """Run `run_id` changed here (a decision queued over HTTP, an abort), or by transition
+        `seq` of a run this process drives: look at the log now."""
         self._publish(Notice(run_id, None, seq))
         self.moved.set()
 
@@ -119,6 +122,8 @@ class Hub:
             head = self._head = batch[-1].id
             for event in batch:
                 self._publish(Notice(event.run_id, event))
+                if event.status == "awaiting_approval" and 0 < event.pending <= event.queued:
+                    self.decided()  # ready to continue: claim it now, not at the next poll
             if len(batch) < PAGE:
                 break
         if len(self._recent) > 2 * RECENT:

@@ -58,6 +58,7 @@ class Service:
         self.hub = Hub(store, self.runner.moved, poll_s=poll_s)
         self.runner.signals.deltas = self.hub.delta
         self.runner.signals.changed = self.hub.touch
+        self.hub.decided = self.runner.worker.wake
         self.guard = Guard(token, authorize)
         self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
