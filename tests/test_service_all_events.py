@@ -14,20 +14,39 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from service_support import Sse, read_events, start, stop, wait_for
 from test_service_events import approve_all, start_run
 
 from loopstate.engine.store import RunEvent
+from loopstate.engine.stores.postgres import PostgresStore
 from loopstate.engine.stores.sqlite import SQLiteStore
 
 
-def logged(db: Path) -> list[RunEvent]:
-    """The store's event log, read from the SQLite file itself."""
-    store = SQLiteStore(db)
-    try:
-        return asyncio.run(store.events(after=0, limit=100_000))
-    finally:
-        store.close()
+def logged(db: Path | str) -> list[RunEvent]:
+    """The store's event log, read from the store itself."""
+
+    async def read() -> list[RunEvent]:
+        if isinstance(db, str):
+            postgres = PostgresStore(db)
+            try:
+                return await postgres.events(after=0, limit=100_000)
+            finally:
+                await postgres.close()
+        sqlite = SQLiteStore(db)
+        try:
+            return await sqlite.events(after=0, limit=100_000)
+        finally:
+            sqlite.close()
+
+    return asyncio.run(read())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    if request.param == "sqlite":
+        return tmp_path / "runs.db"
+    return str(request.getfixturevalue("postgres_dsn"))
 
 
 def as_sent(e: RunEvent) -> tuple[str, dict[str, Any]]:
@@ -43,9 +62,9 @@ def status_of(run_id: str, status: str) -> Any:
 
 
 def test_a_reconnect_with_last_event_id_gets_exactly_the_missed_runs_events(
-    tmp_path: Path,
+    db: Path | str, tmp_path: Path
 ) -> None:
-    db, fx, log = tmp_path / "runs.db", tmp_path / "fx", tmp_path / "log"
+    fx, log = tmp_path / "fx", tmp_path / "log"
     server = start(db, fx, log, LOOPSTATE_TEST_HOLD="0.5")
     with server.client() as client:
         run_id, items = start_run(client)
