@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.state import RunState
+from loopstate.engine.state import ENDED, RunState
 
 DEFAULT_LEASE_S = 60.0
 
@@ -123,18 +123,19 @@ class RunEvent(Frozen):
     updated_at: float
 
 
-def event_of(state: RunState, event_id: int = 0) -> RunEvent:
-    """The log entry of a write of `state` (the store sets `event_id`)."""
-    return RunEvent(
-        id=event_id,
-        run_id=state.run_id,
-        state=state.state,
-        status=state.status,
-        pending=len(state.pending),
-        queued=len(state.inbox),
-        seq=state.transitions[-1].seq if state.transitions else 0,
-        updated_at=state.updated_at,
-    )
+def event_fields(state: RunState) -> dict[str, Any]:
+    """The fields of the log entry for a write of `state`, all but its id (the store's): plain
+    data, as it is built at every save."""
+    ended = state.state in ENDED
+    return {
+        "run_id": state.run_id,
+        "state": state.state,
+        "status": state.status,
+        "pending": 0 if ended else sum(1 for c in state.batch if c.status == "awaiting"),
+        "queued": len(state.inbox),
+        "seq": state.transitions[-1].seq if state.transitions else 0,
+        "updated_at": state.updated_at,
+    }
 
 
 Order = Literal["updated", "created"]
@@ -228,13 +229,19 @@ class Store(Protocol):
         """Forget `key` (its request failed without an answer worth repeating)."""
 
 
+MEMORY_LOG = 10_000
+"""Entries of its event log a `MemoryStore` keeps (the newest)."""
+
+
 class MemoryStore:
-    """Runs in a dict. Stores the immutable `RunState` itself: saving copies nothing."""
+    """Runs in a dict. Stores the immutable `RunState` itself: saving copies nothing. Its
+    event log keeps the newest `MEMORY_LOG` entries (one process: its readers keep up)."""
 
     def __init__(self) -> None:
         self._runs: dict[str, RunState] = {}
         self._leases: dict[str, tuple[str, float]] = {}
-        self._events: list[RunEvent] = []
+        self._events: list[dict[str, Any]] = []
+        self._dropped = 0  # entries dropped from the log's start (ids 1 to _dropped)
         self._keys: dict[str, KeptAnswer] = {}
 
     def _check_lease(self, run_id: str, owner: str, now: float) -> None:
@@ -260,7 +267,10 @@ class MemoryStore:
         self._log(state)
 
     def _log(self, state: RunState) -> None:
-        self._events.append(event_of(state, len(self._events) + 1))
+        self._events.append(event_fields(state))
+        if len(self._events) > 2 * MEMORY_LOG:
+            self._dropped += len(self._events) - MEMORY_LOG
+            del self._events[:-MEMORY_LOG]
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         await self.load(run_id)
@@ -314,10 +324,12 @@ class MemoryStore:
         ][:limit]
 
     async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
-        return self._events[max(after, 0) : max(after, 0) + limit]
+        start = max(after, self._dropped)
+        kept = self._events[start - self._dropped : start - self._dropped + limit]
+        return [RunEvent(id=n, **fields) for n, fields in enumerate(kept, start + 1)]
 
     async def last_event_id(self) -> int:
-        return len(self._events)
+        return self._dropped + len(self._events)
 
     async def reserve_key(
         self, key: str, fingerprint: str, *, now: float, stale_s: float

@@ -12,7 +12,7 @@ import pytest
 import test_store_contract as contract
 from test_store_contract import corrupt, suspended_agent
 
-from loopstate import Approve, Store
+from loopstate import Approve, MemoryStore, Store
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.state import RunState
 from loopstate.engine.stores.sqlite import SQLiteStore
@@ -155,3 +155,16 @@ async def test_a_corrupt_event_row_is_a_store_error_naming_it(tmp_path: Path, ta
     corrupt(path, f"UPDATE {table} SET body = json_remove(body, '$.status') WHERE id = 2")
     with pytest.raises(Exception, match=r"corrupt events row 2 in .*runs.db: Field required"):
         await SQLiteStore(path).events(after=0)
+
+
+async def test_a_memory_store_keeps_the_newest_entries_of_its_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("loopstate.engine.store.MEMORY_LOG", 3)
+    memory = MemoryStore()
+    for i in range(8):
+        await memory.create(RunState(run_id=f"r{i}"), owner="o", now=0.0, ttl=1.0)
+    assert await memory.last_event_id() == 8
+    kept = await memory.events(after=0)
+    assert [(e.id, e.run_id) for e in kept] == [(5, "r4"), (6, "r5"), (7, "r6"), (8, "r7")]
+    assert [e.id for e in await memory.events(after=6, limit=1)] == [7]

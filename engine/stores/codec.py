@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from loopstate.engine.errors import StoreError
 from loopstate.engine.messages import Message
 from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
-from loopstate.engine.store import RunEvent, RunSummary, event_of, summarize
+from loopstate.engine.store import RunEvent, RunSummary, event_fields, summarize
 
 SPLIT = {"messages", "transitions", "calls"}
 COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
@@ -51,7 +51,7 @@ def transition_rows(state: RunState, first: int) -> Iterable[tuple[str, int, str
 def event_row(state: RunState) -> tuple[str, str]:
     """The (run_id, body) of the event log entry for a write of `state` (the id is the
     database's)."""
-    return state.run_id, event_of(state).model_dump_json(exclude={"id"})
+    return state.run_id, json.dumps(event_fields(state), separators=(",", ":"))
 
 
 def decode_event(row: tuple[Any, ...], where: str) -> RunEvent:
