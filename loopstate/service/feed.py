@@ -61,6 +61,7 @@ class Hub:
         self._recent: list[RunEvent] = []
         self._floor = 0  # every entry after it, up to `_head`, is in `_recent`
         self._head: int | None = None
+        self._starting = asyncio.Lock()
         self.log = get_logger().bind(component="service.feed")
         self.decided: Callable[[], None] = lambda: None
         """Called when a run's last pending call got its decision (from any process)."""
@@ -110,8 +111,9 @@ class Hub:
 
     async def head(self) -> int:
         """The id of the newest log entry this hub has read (at first: the store's newest)."""
-        if self._head is None:
-            self._head = self._floor = await self.store.last_event_id()
+        async with self._starting:  # once: a stream and the poller may both ask first
+            if self._head is None:
+                self._head = self._floor = await self.store.last_event_id()
         return self._head
 
     async def poll(self) -> None:
