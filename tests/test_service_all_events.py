@@ -73,6 +73,7 @@ def test_a_reconnect_with_last_event_id_gets_exactly_the_missed_runs_events(
         approve_all(client, items)  # the run moves on while no one listens
         wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["state"] == "executing_tool")
         middle = read_events(client, "/api/events", 1, last_event_id=first[-1].id)
+        assert client.get("/api/events", headers={"Last-Event-ID": "1x"}).status_code == 400
     stop(server)  # the run in hand reaches its end before the process exits
     again = start(db, fx, log, port=int(server.url.rpartition(":")[2]))
     try:
@@ -122,3 +123,46 @@ def test_a_decision_queued_by_another_process_reaches_the_inbox_at_once(tmp_path
             wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["status"] == "done")
     finally:
         stop(server)
+
+
+def test_two_servers_writing_at_once_stream_one_log_with_nothing_skipped(
+    db: Path | str, tmp_path: Path
+) -> None:
+    """Runs driven by two processes on one store: a client following one server's stream
+    live receives every entry of the log, in id order, once."""
+    fx = tmp_path / "fx"
+    servers = [start(db, fx, tmp_path / f"log{i}") for i in range(2)]
+    clients = [s.client() for s in servers]
+    try:
+        run_ids: list[str] = []
+        finished: set[str] = set()
+
+        def all_done(event: Sse) -> bool:
+            data = json.loads(event.data)
+            if data["status"] == "done":
+                finished.add(data["run_id"])
+            return len(run_ids) == 6 and finished >= set(run_ids)
+
+        received: list[Sse] = []
+        follow = threading.Thread(
+            target=lambda: received.extend(
+                read_events(clients[0], "/api/events", 10_000, last_event_id="0", until=all_done)
+            )
+        )
+        follow.start()
+        started = [start_run(clients[i % 2]) for i in range(6)]
+        run_ids.extend(run_id for run_id, _ in started)  # before any can be done
+        for n, (run_id, items) in enumerate(started):
+            for k, item in enumerate(items):  # each batch decided through both servers
+                path = f"/api/runs/{run_id}/calls/{item['call_id']}/decision"
+                body = {"decision": "approve", "digest": item["digest"]}
+                key = {"Idempotency-Key": f"{n}.{k}"}
+                assert clients[(n + k) % 2].post(path, json=body, headers=key).is_success
+        follow.join(timeout=30)
+        assert not follow.is_alive()
+        assert [(e.id, json.loads(e.data)) for e in received] == [as_sent(e) for e in logged(db)]
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            stop(s)
