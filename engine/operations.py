@@ -55,8 +55,10 @@ async def queue_decision(
         if decision.kind == "edit":
             call.check_edit(decision.arguments)
         bound = decision.model_copy(update={"digest": call.digest})
-        queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=clock())
-        state = state.evolve(inbox=(*state.inbox, queued))
+        now = clock()
+        queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=now)
+        # A change of the run for everyone who follows it (listings, the event log).
+        state = state.evolve(inbox=(*state.inbox, queued), updated_at=max(now, state.updated_at))
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
         return state
     finally:
@@ -154,7 +156,7 @@ async def forget_decision(
             raise DecisionError(
                 f"run {run_id} has no remembered decision for {tool!r} (remembered: {standing})"
             )
-        state = state.evolve(remembered=kept)
+        state = state.evolve(remembered=kept, updated_at=max(clock(), state.updated_at))
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
         return state
     finally:

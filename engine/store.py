@@ -8,6 +8,10 @@ its lease cannot write (fencing). A long effect keeps its lease with `renew`.
 
 Any process may `claim` runs that are `ready` (see `ready`) and whose lease is free or expired:
 each is leased to one claimer, so a run ready to continue is continued once.
+
+Every `create` and `save` also appends one `RunEvent` to a store-wide log, in the same atomic
+step, under an id that grows in commit order: a reader that has seen id n and reads
+`events(after=n)` later misses nothing and sees nothing twice, whichever process wrote what.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.state import RunState
+from loopstate.engine.state import ENDED, RunState
 
 DEFAULT_LEASE_S = 60.0
 
@@ -101,6 +105,64 @@ def summarize(state: RunState) -> RunSummary:
     )
 
 
+class RunEvent(Frozen):
+    """One `create` or `save` of a run, as the store-wide log keeps it (`Store.events`).
+
+    `id` is store-wide: it grows with every write of any run, in the order the writes were
+    committed (a reader never finds a lower id appearing after a higher one)."""
+
+    id: int
+    run_id: str
+    state: str
+    status: str
+    pending: int
+    queued: int
+    """Decisions queued for the run's pending calls (`queue_decision`), not yet applied."""
+    seq: int
+    """The run's last transition (its `seq`; 0: none yet)."""
+    updated_at: float
+
+
+def event_fields(state: RunState) -> dict[str, Any]:
+    """The fields of the log entry for a write of `state`, all but its id (the store's): plain
+    data, as it is built at every save."""
+    ended = state.state in ENDED
+    return {
+        "run_id": state.run_id,
+        "state": state.state,
+        "status": state.status,
+        "pending": 0 if ended else sum(1 for c in state.batch if c.status == "awaiting"),
+        "queued": len(state.inbox),
+        "seq": state.transitions[-1].seq if state.transitions else 0,
+        "updated_at": state.updated_at,
+    }
+
+
+Order = Literal["updated", "created"]
+"""How `list_runs` orders runs: most recently updated, or most recently created, first."""
+Cursor = tuple[float, str]
+"""Where a page of `list_runs` ended: the last run's (`updated_at` or `created_at`, `run_id`);
+the next page holds the runs strictly after it in the same order."""
+
+
+class KeptAnswer(Frozen):
+    """What a store holds for an idempotency key (`Store.reserve_key`): the request's body
+    `fingerprint`, and its answer (`status` None: the first request is still computing it)."""
+
+    fingerprint: str
+    status: int | None = None
+    body: dict[str, Any] | None = None
+    at: float
+
+
+def after_cursor(summary: RunSummary, by: Order, cursor: Cursor | None) -> bool:
+    """Whether `summary` comes after `cursor` in `list_runs(by=by)` order (newest first)."""
+    if cursor is None:
+        return True
+    at = summary.updated_at if by == "updated" else summary.created_at
+    return (at, summary.run_id) < cursor
+
+
 class Store(Protocol):
     """Where runs live (`SQLiteStore`, `PostgresStore`, `MemoryStore`): each run is saved
     append-only under a lease, so one process at a time drives it and any may resume it."""
@@ -128,21 +190,59 @@ class Store(Protocol):
     async def release(self, run_id: str, *, owner: str) -> None:
         """Give the lease up if `owner` holds it."""
 
-    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
-        """Most recently updated first."""
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        by: Order = "updated",
+        cursor: Cursor | None = None,
+    ) -> list[RunSummary]:
+        """Most recently updated (`by="created"`: created) first, ties by `run_id` descending;
+        with `cursor`, only the runs after it (see `Cursor`)."""
 
     async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
         """Lease to `owner` up to `limit` runs that are `ready` and whose lease is free or
         expired (a run `owner` holds is not claimed again), least recently updated first,
         and return their ids. Concurrent claimers never get the same run."""
 
+    async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
+        """Up to `limit` entries of the store-wide log with an id above `after`, in id order;
+        only committed ones, and never one that a later call could find below an id this
+        call returned (see `RunEvent`)."""
+
+    async def last_event_id(self) -> int:
+        """The id of the newest entry of the log (0: none)."""
+
+    async def reserve_key(
+        self, key: str, fingerprint: str, *, now: float, stale_s: float
+    ) -> KeptAnswer | None:
+        """Reserve the idempotency `key` for a request whose body has `fingerprint`: None if
+        this call reserved it (the caller computes the answer, then `keep_answer` or
+        `drop_key`), else what the key holds. A reservation without an answer for longer
+        than `stale_s` (its holder died) is taken over: None."""
+
+    async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
+        """Store the answer to the request that reserved `key`."""
+
+    async def drop_key(self, key: str) -> None:
+        """Forget `key` (its request failed without an answer worth repeating)."""
+
+
+MEMORY_LOG = 10_000
+"""Entries of its event log a `MemoryStore` keeps (the newest)."""
+
 
 class MemoryStore:
-    """Runs in a dict. Stores the immutable `RunState` itself: saving copies nothing."""
+    """Runs in a dict. Stores the immutable `RunState` itself: saving copies nothing. Its
+    event log keeps the newest `MEMORY_LOG` entries (one process: its readers keep up)."""
 
     def __init__(self) -> None:
         self._runs: dict[str, RunState] = {}
         self._leases: dict[str, tuple[str, float]] = {}
+        self._events: list[dict[str, Any]] = []
+        self._dropped = 0  # entries dropped from the log's start (ids 1 to _dropped)
+        self._keys: dict[str, KeptAnswer] = {}
 
     def _check_lease(self, run_id: str, owner: str, now: float) -> None:
         holder, until = self._leases.get(run_id, (None, 0.0))
@@ -154,6 +254,7 @@ class MemoryStore:
             raise StoreError(f"run {state.run_id} already exists")
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)
+        self._log(state)
 
     async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         stored = self._runs.get(state.run_id)
@@ -163,6 +264,13 @@ class MemoryStore:
         check_append_only(stored, len(state.messages), len(state.transitions))
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)
+        self._log(state)
+
+    def _log(self, state: RunState) -> None:
+        self._events.append(event_fields(state))
+        if len(self._events) > 2 * MEMORY_LOG:
+            self._dropped += len(self._events) - MEMORY_LOG
+            del self._events[:-MEMORY_LOG]
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         await self.load(run_id)
@@ -197,6 +305,44 @@ class MemoryStore:
             self._leases[run_id] = (owner, now + ttl)
         return claimed
 
-    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
-        runs = sorted(self._runs.values(), key=lambda r: r.updated_at, reverse=True)
-        return [summarize(r) for r in runs if status is None or r.status == status][:limit]
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        by: Order = "updated",
+        cursor: Cursor | None = None,
+    ) -> list[RunSummary]:
+        def key(r: RunState) -> Cursor:
+            return (r.updated_at if by == "updated" else r.created_at, r.run_id)
+
+        runs = (summarize(r) for r in sorted(self._runs.values(), key=key, reverse=True))
+        return [
+            r
+            for r in runs
+            if (status is None or r.status == status) and after_cursor(r, by, cursor)
+        ][:limit]
+
+    async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
+        start = max(after, self._dropped)
+        kept = self._events[start - self._dropped : start - self._dropped + limit]
+        return [RunEvent(id=n, **fields) for n, fields in enumerate(kept, start + 1)]
+
+    async def last_event_id(self) -> int:
+        return self._dropped + len(self._events)
+
+    async def reserve_key(
+        self, key: str, fingerprint: str, *, now: float, stale_s: float
+    ) -> KeptAnswer | None:
+        kept = self._keys.get(key)
+        if kept is not None and (kept.status is not None or kept.at > now - stale_s):
+            return kept
+        self._keys[key] = KeptAnswer(fingerprint=fingerprint, at=now)
+        return None
+
+    async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
+        kept = self._keys[key]
+        self._keys[key] = kept.evolve(status=status, body=body)
+
+    async def drop_key(self, key: str) -> None:
+        self._keys.pop(key, None)

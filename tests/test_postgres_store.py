@@ -76,11 +76,38 @@ async def test_a_database_of_schema_1_is_migrated_and_its_ready_runs_found(
     state = await store.load("run-1")
     await queue_decision(store, "run-1", state.pending[0].call_id, Approve(), actor="t")
     await store.close()
-    sql(postgres_dsn, "DROP INDEX loopstate_runs_ready")  # back to what schema 1 was
-    sql(postgres_dsn, "ALTER TABLE loopstate_runs DROP COLUMN ready")
+    for statement in (  # back to what schema 1 was
+        "DROP INDEX loopstate_runs_ready", "ALTER TABLE loopstate_runs DROP COLUMN ready",
+        "DROP TABLE loopstate_events", "DROP TABLE loopstate_answers",
+        "DROP INDEX loopstate_runs_by_updated", "DROP INDEX loopstate_runs_by_created",
+    ):  # fmt: skip
+        sql(postgres_dsn, statement)
     sql(postgres_dsn, "UPDATE loopstate_schema SET version = 1")
     store = PostgresStore(postgres_dsn)
     assert await store.claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
+    await store.close()
+    with psycopg.connect(postgres_dsn) as db:
+        assert db.execute("SELECT version FROM loopstate_schema").fetchall() == [(DB_VERSION,)]
+
+
+async def test_a_database_of_schema_2_is_migrated_and_its_runs_logged_from_then_on(
+    postgres_dsn: str,
+) -> None:
+    await seeded(postgres_dsn)  # suspended on write_file
+    for statement in (  # back to what schema 2 was
+        "DROP TABLE loopstate_events", "DROP TABLE loopstate_answers",
+        "DROP INDEX loopstate_runs_by_updated", "DROP INDEX loopstate_runs_by_created",
+        "UPDATE loopstate_schema SET version = 2",
+    ):  # fmt: skip
+        sql(postgres_dsn, statement)
+    store = PostgresStore(postgres_dsn)
+    assert await store.last_event_id() == 0  # nothing was logged before the log existed
+    state = await store.load("run-1")
+    await queue_decision(store, "run-1", state.pending[0].call_id, Approve(), actor="t")
+    [event] = await store.events(after=0)
+    assert (event.run_id, event.queued, event.pending) == ("run-1", 1, 1)
+    assert [r.run_id for r in await store.list_runs(by="created")] == ["run-1"]
+    assert await store.reserve_key("k", "f", now=1.0, stale_s=5.0) is None
     await store.close()
     with psycopg.connect(postgres_dsn) as db:
         assert db.execute("SELECT version FROM loopstate_schema").fetchall() == [(DB_VERSION,)]

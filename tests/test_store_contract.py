@@ -390,8 +390,11 @@ async def test_a_sqlite_file_of_schema_1_is_migrated_and_its_ready_runs_found(
     suspended = await suspended_agent(store)[0].run("go")
     await queue_decision(store, "run-1", suspended.pending[0].call_id, Approve(), actor="t")
     store.close()
-    corrupt(path, "DROP INDEX runs_ready")  # back to what schema 1 was
-    corrupt(path, "ALTER TABLE runs DROP COLUMN ready")
-    corrupt(path, "PRAGMA user_version = 1")
+    for statement in (  # back to what schema 1 was
+        "DROP INDEX runs_ready", "ALTER TABLE runs DROP COLUMN ready", "DROP TABLE events",
+        "DROP TABLE answers", "DROP INDEX runs_by_updated", "DROP INDEX runs_by_created",
+        "PRAGMA user_version = 1",
+    ):  # fmt: skip
+        corrupt(path, statement)
     assert await SQLiteStore(path).claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (2,)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (3,)

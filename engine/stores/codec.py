@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from loopstate.engine.errors import StoreError
 from loopstate.engine.messages import Message
 from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
-from loopstate.engine.store import RunSummary, summarize
+from loopstate.engine.store import RunEvent, RunSummary, event_fields, summarize
 
 SPLIT = {"messages", "transitions", "calls"}
 COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
@@ -46,6 +46,24 @@ def rows(run_id: str, start: int, items: Iterable[Any]) -> Iterable[tuple[str, i
 
 def transition_rows(state: RunState, first: int) -> Iterable[tuple[str, int, str]]:
     return ((state.run_id, t.seq, t.model_dump_json()) for t in state.transitions[first:])
+
+
+def event_row(state: RunState) -> tuple[str, str]:
+    """The (run_id, body) of the event log entry for a write of `state` (the id is the
+    database's)."""
+    return state.run_id, json.dumps(event_fields(state), separators=(",", ":"))
+
+
+def decode_event(row: tuple[Any, ...], where: str) -> RunEvent:
+    event_id, body = row
+    fields = _json(body, "?", "events", event_id)
+    try:
+        return RunEvent.model_validate({**fields, "id": event_id})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise StoreError(
+            f"corrupt events row {event_id} in {where}: {first['msg']} at {first['loc']}"
+        ) from None
 
 
 def decode_run(

@@ -4,6 +4,10 @@ The rows are SQLite's (see `store_codec`): a header row per run, append-only mes
 transition rows, one upserted row per call. A save is one transaction that locks the run's
 row (`FOR UPDATE`), checks the writer's lease (fencing) and appends what is new; `claim`
 leases ready runs with `FOR UPDATE SKIP LOCKED`, so concurrent claimers never share one.
+Each write appends to the store-wide event log last, under a transaction-scoped advisory
+lock held until it commits: ids are drawn one writer at a time, so they are committed in
+id order and a reader polling `events(after=n)` can never skip one committed late (the
+price: the last statement and commit of concurrent saves are serialized, not their work).
 The tables (`loopstate_*`) live in the connection's schema (`search_path`, which a DSN may
 set: `?options=-csearch_path%3Dmyschema`). Needs the `loopstate[postgres]` extra (psycopg 3).
 """
@@ -11,6 +15,7 @@ set: `?options=-csearch_path%3Dmyschema`). Needs the `loopstate[postgres]` extra
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,15 +28,25 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
 from loopstate.engine.state import RunState
-from loopstate.engine.store import RunSummary, lease_is_live, ready
+from loopstate.engine.store import (
+    Cursor,
+    KeptAnswer,
+    Order,
+    RunEvent,
+    RunSummary,
+    lease_is_live,
+    ready,
+)
 from loopstate.engine.stores.codec import (
+    decode_event,
     decode_summary,
+    event_row,
     header,
     rows,
     summary_columns,
     transition_rows,
 )
-from loopstate.engine.stores.postgres_schema import migrate, read_run
+from loopstate.engine.stores.postgres_schema import EVENTS_LOCK, migrate, read_run
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -138,18 +153,90 @@ class PostgresStore:
             claimed = await (await db.execute(_CLAIM, (owner, now + ttl, now, limit))).fetchall()
         return [run_id for run_id, _ in sorted(claimed, key=lambda row: row[1])]
 
-    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
-        where, params = ("WHERE status = %s", (status,)) if status is not None else ("", ())
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        by: Order = "updated",
+        cursor: Cursor | None = None,
+    ) -> list[RunSummary]:
+        column = "updated_at" if by == "updated" else "created_at"
+        where: list[str] = ["true"]
+        params: list[Any] = []
+        if status is not None:
+            where.append("status = %s")
+            params.append(status)
+        if cursor is not None:
+            where.append(f"({column}, run_id) < (%s, %s)")
+            params.extend(cursor)
         async with self._transaction() as db:
             found = await (
                 await db.execute(
                     "SELECT run_id, machine, state, status, steps, pending, created_at, "
-                    f"updated_at, stop_reason FROM loopstate_runs {where} "
-                    "ORDER BY updated_at DESC LIMIT %s",
+                    f"updated_at, stop_reason FROM loopstate_runs WHERE {' AND '.join(where)} "
+                    f"ORDER BY {column} DESC, run_id DESC LIMIT %s",
                     (*params, limit),
                 )
             ).fetchall()
         return [decode_summary(row, self.where) for row in found]
+
+    async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
+        async with self._transaction() as db:
+            found = await (
+                await db.execute(
+                    "SELECT id, body FROM loopstate_events WHERE id > %s ORDER BY id LIMIT %s",
+                    (after, limit),
+                )
+            ).fetchall()
+        return [decode_event(row, self.where) for row in found]
+
+    async def last_event_id(self) -> int:
+        async with self._transaction() as db:
+            row = await (await db.execute("SELECT max(id) FROM loopstate_events")).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    async def reserve_key(
+        self, key: str, fingerprint: str, *, now: float, stale_s: float
+    ) -> KeptAnswer | None:
+        async with self._transaction() as db:
+            inserted = await (
+                await db.execute(
+                    "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, fingerprint, now),
+                )
+            ).fetchone()
+            if inserted is not None:
+                return None
+            row = await (
+                await db.execute(
+                    "SELECT fingerprint, status, body, at FROM loopstate_answers "
+                    "WHERE key = %s FOR UPDATE",
+                    (key,),
+                )
+            ).fetchone()
+            if row is not None and (row[1] is not None or row[3] > now - stale_s):
+                body = None if row[2] is None else json.loads(row[2])
+                return KeptAnswer(fingerprint=row[0], status=row[1], body=body, at=row[3])
+            await db.execute(
+                "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, "
+                "status = NULL, body = NULL, at = EXCLUDED.at",
+                (key, fingerprint, now),
+            )
+        return None
+
+    async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE loopstate_answers SET status = %s, body = %s WHERE key = %s",
+                (status, json.dumps(body), key),
+            )
+
+    async def drop_key(self, key: str) -> None:
+        async with self._transaction() as db:
+            await db.execute("DELETE FROM loopstate_answers WHERE key = %s", (key,))
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -228,6 +315,11 @@ class PostgresStore:
                 "INSERT INTO loopstate_calls (run_id, position, body) VALUES (%s, %s, %s) "
                 "ON CONFLICT (run_id, position) DO UPDATE SET body = EXCLUDED.body",
                 list(rows(run_id, state.batch_start, state.batch)),
+            )
+            # Last, so the lock is held only from here to the commit (see the module's doc).
+            await cursor.execute("SELECT pg_advisory_xact_lock(%s)", (EVENTS_LOCK,))
+            await cursor.execute(
+                "INSERT INTO loopstate_events (run_id, body) VALUES (%s, %s)", event_row(state)
             )
 
 

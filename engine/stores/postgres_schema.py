@@ -16,7 +16,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.engine.stores.codec import decode_run
 
-DB_VERSION = 2
+DB_VERSION = 3
 _LOCK = 7_204_611_093  # pg_advisory_xact_lock key: "loopstate migrates this database"
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -55,7 +55,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE loopstate_runs ADD COLUMN ready boolean NOT NULL DEFAULT false",
         "CREATE INDEX loopstate_runs_ready ON loopstate_runs (updated_at) WHERE ready",
     ),
+    (  # 3: the store-wide event log, idempotency keys' answers, pages of runs by cursor
+        # A sequence hands ids out in the order transactions ask, not the order they commit:
+        # a writer takes `EVENTS_LOCK` before it draws its id and holds it until it commits
+        # (see `PostgresStore`), so no reader ever sees id n + 1 while n may still commit.
+        """CREATE TABLE loopstate_events (
+            id bigserial PRIMARY KEY, run_id text NOT NULL, body text NOT NULL
+        )""",
+        """CREATE TABLE loopstate_answers (
+            key text PRIMARY KEY, fingerprint text NOT NULL, status integer, body text,
+            at double precision NOT NULL
+        )""",
+        "CREATE INDEX loopstate_runs_by_updated ON loopstate_runs (updated_at, run_id)",
+        "CREATE INDEX loopstate_runs_by_created ON loopstate_runs (created_at, run_id)",
+    ),
 )
+EVENTS_LOCK = 7_204_611_094
+"""pg_advisory_xact_lock key: "a transaction is appending to the event log" (see migration 3)."""
 
 
 async def migrate(db: psycopg.AsyncConnection[Any], where: str, *, upto: int = DB_VERSION) -> None:

@@ -10,16 +10,27 @@ millisecond, which is cheaper than hopping to a thread and back.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any, Literal
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
 from loopstate.engine.state import RunState
-from loopstate.engine.store import RunSummary, lease_is_live, ready
+from loopstate.engine.store import (
+    Cursor,
+    KeptAnswer,
+    Order,
+    RunEvent,
+    RunSummary,
+    lease_is_live,
+    ready,
+)
 from loopstate.engine.stores.codec import (
+    decode_event,
     decode_run,
     decode_summary,
+    event_row,
     header,
     rows,
     summary_columns,
@@ -27,47 +38,11 @@ from loopstate.engine.stores.codec import (
 )
 from loopstate.engine.stores.location import default_sqlite_path
 from loopstate.engine.stores.sqlite_errors import store_errors
+from loopstate.engine.stores.sqlite_schema import DB_VERSION, MIGRATIONS
 
 DEFAULT_PATH = Path(".loopstate") / "runs.db"  # under the project directory (see `location`)
-DB_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 Durability = Literal["process", "power"]
-
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (  # 1: runs, append-only messages and transitions, upserted calls
-        """CREATE TABLE IF NOT EXISTS runs (
-            run_id TEXT PRIMARY KEY,
-            machine TEXT NOT NULL,
-            state TEXT NOT NULL,
-            status TEXT NOT NULL,
-            steps INTEGER NOT NULL,
-            pending INTEGER NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            stop_reason TEXT,
-            header TEXT NOT NULL,
-            lease_owner TEXT,
-            lease_until REAL NOT NULL DEFAULT 0
-        )""",
-        "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
-        """CREATE TABLE IF NOT EXISTS messages (
-            run_id TEXT NOT NULL, idx INTEGER NOT NULL, body TEXT NOT NULL,
-            PRIMARY KEY (run_id, idx)
-        )""",
-        """CREATE TABLE IF NOT EXISTS transitions (
-            run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
-            PRIMARY KEY (run_id, seq)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE IF NOT EXISTS calls (
-            run_id TEXT NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL,
-            PRIMARY KEY (run_id, position)
-        )""",
-    ),
-    (  # 2: `ready` (see `store.ready`), kept at every save so `claim` is an index scan
-        "ALTER TABLE runs ADD COLUMN ready INTEGER NOT NULL DEFAULT 0",
-        "CREATE INDEX runs_ready ON runs (updated_at) WHERE ready = 1",
-    ),
-)
 
 
 class SQLiteStore:
@@ -205,18 +180,73 @@ class SQLiteStore:
         return claimed
 
     @store_errors
-    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
-        query = (
-            "SELECT run_id, machine, state, status, steps, pending, created_at, updated_at, "
-            "stop_reason FROM runs"
-        )
-        params: tuple[Any, ...] = ()
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        by: Order = "updated",
+        cursor: Cursor | None = None,
+    ) -> list[RunSummary]:
+        column = "updated_at" if by == "updated" else "created_at"
+        where: list[str] = ["1"]
+        params: list[Any] = []
         if status is not None:
-            query, params = f"{query} WHERE status = ?", (status,)
+            where.append("status = ?")
+            params.append(status)
+        if cursor is not None:
+            where.append(f"({column}, run_id) < (?, ?)")
+            params.extend(cursor)
         rows = self._connect().execute(
-            f"{query} ORDER BY updated_at DESC LIMIT ?", (*params, limit)
+            "SELECT run_id, machine, state, status, steps, pending, created_at, updated_at, "
+            f"stop_reason FROM runs WHERE {' AND '.join(where)} "
+            f"ORDER BY {column} DESC, run_id DESC LIMIT ?",
+            (*params, limit),
         )
         return [decode_summary(row, str(self.path)) for row in rows]
+
+    @store_errors
+    async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
+        found = self._connect().execute(
+            "SELECT id, body FROM events WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+        )
+        return [decode_event(row, str(self.path)) for row in found]
+
+    @store_errors
+    async def last_event_id(self) -> int:
+        (last,) = self._connect().execute("SELECT max(id) FROM events").fetchone()
+        return int(last or 0)
+
+    @store_errors
+    async def reserve_key(
+        self, key: str, fingerprint: str, *, now: float, stale_s: float
+    ) -> KeptAnswer | None:
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT fingerprint, status, body, at FROM answers WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None and (row[1] is not None or row[3] > now - stale_s):
+                body = None if row[2] is None else json.loads(row[2])
+                return KeptAnswer(fingerprint=row[0], status=row[1], body=body, at=row[3])
+            db.execute(
+                "INSERT OR REPLACE INTO answers (key, fingerprint, status, body, at) "
+                "VALUES (?, ?, NULL, NULL, ?)",
+                (key, fingerprint, now),
+            )
+        return None
+
+    @store_errors
+    async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE answers SET status = ?, body = ? WHERE key = ?",
+                (status, json.dumps(body), key),
+            )
+
+    @store_errors
+    async def drop_key(self, key: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM answers WHERE key = ?", (key,))
 
     def close(self) -> None:
         if self._db is not None:
@@ -256,7 +286,7 @@ class SQLiteStore:
         doing the same: the version is read again under the write lock)."""
         with _Transaction(db):
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            for statement in (s for step in _MIGRATIONS[version:] for s in step):
+            for statement in (s for step in MIGRATIONS[version:] for s in step):
                 db.execute(statement)
             if version < 2:
                 self._mark_ready(db)
@@ -337,6 +367,7 @@ class SQLiteStore:
             "INSERT OR REPLACE INTO calls (run_id, position, body) VALUES (?, ?, ?)",
             rows(run_id, state.batch_start, state.batch),
         )
+        db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
 
 
 class _Transaction:

@@ -13,9 +13,10 @@ from loopstate.engine.operations import abort_run, queue_decision
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, check_decision, decision_of
+from loopstate.service.paging import approvals_page, check_limit, runs_page
 from loopstate.service.problems import PROBLEM, Problem
 from loopstate.service.service import Service
-from loopstate.service.views import approvals_of, check_limit, page, run_view, summary_view
+from loopstate.service.views import run_view
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -64,9 +65,7 @@ def routes(service: Service) -> APIRouter:
         request: Request, status: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
         await guard.identity(request, "read", None)
-        check_limit(limit)
-        runs = await service.store.list_runs(status=status or None, limit=100_000)
-        return page([summary_view(s) for s in runs], cursor, limit)
+        return await runs_page(service.store, status or None, check_limit(limit), cursor)
 
     @router.post("/agents/{name}/runs", status_code=202)
     async def start_run(
@@ -101,15 +100,7 @@ def routes(service: Service) -> APIRouter:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         await guard.identity(request, "read", run_id)
-        check_limit(limit)
-        if run_id is not None:
-            states = [await load(service, run_id)]
-        else:
-            waiting = await service.store.list_runs(status="awaiting_approval", limit=100_000)
-            states = [await service.store.load(s.run_id) for s in waiting]
-        items = [a for s in states for a in approvals_of(s) if tool is None or a["tool"] == tool]
-        items.sort(key=lambda a: (-a["requested_at"], a["run_id"], a["call_id"]))
-        return page(items, cursor, limit)
+        return await approvals_page(service.store, run_id, tool, check_limit(limit), cursor)
 
     @router.post("/runs/{run_id}/calls/{call_id}/decision")
     async def decide(

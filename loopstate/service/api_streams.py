@@ -3,8 +3,11 @@
 `GET /api/runs/{run_id}/events`: the run's transitions as stored, each with its `seq` as the
 SSE `id`; with `Last-Event-ID: n` the stream starts after transition n, so a client that
 reconnects (to this process or another on the same store, after a restart too) gets exactly
-what it missed. `GET /api/events`: a `run` event (no id) whenever a run changes; a client
-reloads what it shows (e.g. `/api/approvals`) when it (re)connects. A run's stream also
+what it missed. `GET /api/events`: a `run` event whenever any run is written (created, moved,
+a decision or message queued for it), with the store-wide event log's id as the SSE `id`
+(see `Store.events`); with `Last-Event-ID: n` it starts after entry n, likewise exact across
+processes and restarts. Without one it starts at the log's end: a client loads what it shows
+(e.g. `/api/approvals`) when it first connects. A run's stream also
 forwards the model's streamed deltas (`text_delta`, `tool_call_delta`) live and without an
 id, when this process drives the run: they are never stored. Each stream sends a
 keep-alive comment every `ping_s`, and ends after `lifetime_s` with `retry:` set.
@@ -22,9 +25,10 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from loopstate.engine.errors import DefinitionError
+from loopstate.engine.store import RunEvent
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
 from loopstate.service.api_runs import load
-from loopstate.service.feed import Item, Notice
+from loopstate.service.feed import Item
 from loopstate.service.problems import Problem
 from loopstate.service.service import Service
 from loopstate.service.views import transition_view
@@ -48,9 +52,13 @@ def routes(service: Service) -> APIRouter:
         return _response(service, _run_stream(service, run_id, after))
 
     @router.get("/events")
-    async def all_events(request: Request) -> EventSourceResponse:
+    async def all_events(
+        request: Request, last_event_id: str | None = Header(None)
+    ) -> EventSourceResponse:
         await guard.identity(request, "read", None)
-        return _response(service, _all_stream(service))
+        given = last_event_id or request.query_params.get("last_event_id")
+        after = None if given is None else _after(given)
+        return _response(service, _all_stream(service, after))
 
     @router.get("/runs/{run_id}/diagram.mmd")
     async def diagram_mermaid(request: Request, run_id: str) -> Response:
@@ -108,18 +116,25 @@ async def _run_stream(service: Service, run_id: str, after: int) -> AsyncIterato
         service.hub.unsubscribe(run_id, queue)
 
 
-async def _all_stream(service: Service) -> AsyncIterator[ServerSentEvent]:
-    policy = service.streams
-    queue = service.hub.subscribe(None)
+async def _all_stream(service: Service, after: int | None) -> AsyncIterator[ServerSentEvent]:
+    policy, hub = service.streams, service.hub
+    queue = hub.subscribe(None)
     try:
         yield ServerSentEvent(retry=policy.retry_ms, comment="all runs")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + policy.lifetime_s
-        while (notice := await _next(queue, deadline - loop.time())) is not None:
-            if isinstance(notice, Notice):
-                yield ServerSentEvent(json.dumps(_notice_view(notice)), event="run")
+        sent = await hub.head() if after is None else after
+        while True:
+            while events := await hub.since(sent):
+                for e in events:
+                    yield ServerSentEvent(json.dumps(_event_view(e)), id=str(e.id), event="run")
+                sent = events[-1].id
+            if await _next(queue, deadline - loop.time()) is None:
+                return
+            while not queue.empty():  # one look for every notice already queued
+                queue.get_nowait()
     finally:
-        service.hub.unsubscribe(None, queue)
+        hub.unsubscribe(None, queue)
 
 
 async def _next(queue: asyncio.Queue[Item], within: float) -> Item | None:
@@ -131,12 +146,10 @@ async def _next(queue: asyncio.Queue[Item], within: float) -> Item | None:
         return None
 
 
-def _notice_view(notice: Notice) -> dict[str, Any]:
-    s = notice.summary
-    if s is None:
-        return {"run_id": notice.run_id}
-    return {"run_id": s.run_id, "state": s.state, "status": s.status, "pending": s.pending,
-            "updated_at": s.updated_at}  # fmt: skip
+def _event_view(e: RunEvent) -> dict[str, Any]:
+    return {"id": e.id, "run_id": e.run_id, "state": e.state, "status": e.status,
+            "pending": e.pending, "queued": e.queued, "seq": e.seq,
+            "updated_at": e.updated_at}  # fmt: skip
 
 
 def _diagram(state: Any, fmt: str) -> str | bytes:

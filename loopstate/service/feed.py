@@ -1,27 +1,33 @@
-"""The live side of the event streams: one poller per process notices runs that moved (in
-this process, at once, through a hook; in another process sharing the store, within
-`poll_s`) and tells the streams that follow them.
+"""The live side of the event streams: one poller per process reads the store-wide event log
+(`Store.events`: every write of every run, by any process, in commit order) as it grows — at
+once when a run of this process moved (through a hook), else every `poll_s` — keeps its
+recent entries in memory, and tells the streams that follow them to look again.
 
-Nothing here is the record: a stream sends a run's transitions as the store holds them, each
-with its `seq` as the SSE id, so a client that reconnects with `Last-Event-ID` is sent exactly
-the transitions after it (from the store, whichever process serves it). A notice only says
-"look again".
+Nothing here is the record: a run's stream sends its transitions as the store holds them
+(SSE id: the transition `seq`), the all-runs stream sends the log's entries (SSE id: the
+entry's id), so a client that reconnects with `Last-Event-ID` is sent exactly what came
+after it, from whichever process serves it, after a restart too. A notice only says "look
+again".
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.logs import get_logger
-from loopstate.engine.store import RunSummary, Store
+from loopstate.engine.store import RunEvent, Store
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
 
-WINDOW = 500
-"""How many most recently updated runs the poller compares each round."""
+RECENT = 10_000
+"""Log entries kept in memory for the streams (an older `Last-Event-ID` reads the store)."""
+PAGE = 1000
+"""Log entries read from the store at once."""
 BACKLOG = 10_000
 """Notices held for one client that does not read (beyond: dropped; it catches up from the
 store on its next notice or reconnect)."""
@@ -31,10 +37,10 @@ DELTAS = 256
 
 @dataclass(frozen=True)
 class Notice:
-    """Run `summary.run_id` changed (state, status, pending calls or queued decisions)."""
+    """Run `run_id` changed (its log entry: `event`, once the poller read it)."""
 
-    summary: RunSummary | None
     run_id: str
+    event: RunEvent | None = None
     seq: int | None = None
     """Transition `seq` was just saved by this process (a stream sends up to it, so the
     deltas that follow come after it); None: look at everything stored."""
@@ -52,8 +58,13 @@ class Hub:
         self.poll_s = poll_s
         self._runs: dict[str, set[asyncio.Queue[Item]]] = defaultdict(set)
         self._all: set[asyncio.Queue[Item]] = set()
-        self._seen: dict[str, tuple[float, str, int]] | None = None
+        self._recent: list[RunEvent] = []
+        self._floor = 0  # every entry after it, up to `_head`, is in `_recent`
+        self._head: int | None = None
+        self._starting = asyncio.Lock()
         self.log = get_logger().bind(component="service.feed")
+        self.decided: Callable[[], None] = lambda: None
+        """Called when a run's last pending call got its decision (from any process)."""
 
     def subscribe(self, run_id: str | None) -> asyncio.Queue[Item]:
         queue: asyncio.Queue[Item] = asyncio.Queue()
@@ -75,9 +86,9 @@ class Hub:
         return len(self._all) + sum(len(q) for q in self._runs.values())
 
     def touch(self, run_id: str, seq: int | None = None) -> None:
-        """Run `run_id` changed: in a way its summary may not show (a queued decision), or
-        by transition `seq` of a run this process drives."""
-        self._publish(Notice(None, run_id, seq))
+        """Run `run_id` changed here (a decision queued over HTTP, an abort), or by transition
+        `seq` of a run this process drives: look at the log now."""
+        self._publish(Notice(run_id, None, seq))
         self.moved.set()
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -98,14 +109,36 @@ class Hub:
             for w in waits:
                 w.cancel()
 
+    async def head(self) -> int:
+        """The id of the newest log entry this hub has read (at first: the store's newest)."""
+        async with self._starting:  # once: a stream and the poller may both ask first
+            if self._head is None:
+                self._head = self._floor = await self.store.last_event_id()
+        return self._head
+
     async def poll(self) -> None:
-        summaries = await self.store.list_runs(limit=WINDOW)
-        seen = {s.run_id: (s.updated_at, s.state, s.pending) for s in summaries}
-        if self._seen is not None:
-            for s in summaries:
-                if self._seen.get(s.run_id) != seen[s.run_id]:
-                    self._publish(Notice(s, s.run_id))
-        self._seen = seen
+        """Read what the log gained since the last poll; tell every stream."""
+        head = await self.head()
+        while batch := await self.store.events(after=head, limit=PAGE):
+            self._recent.extend(batch)
+            head = self._head = batch[-1].id
+            for event in batch:
+                self._publish(Notice(event.run_id, event))
+                if event.status == "awaiting_approval" and 0 < event.pending <= event.queued:
+                    self.decided()  # ready to continue: claim it now, not at the next poll
+            if len(batch) < PAGE:
+                break
+        if len(self._recent) > 2 * RECENT:
+            self._floor = self._recent[-RECENT - 1].id
+            del self._recent[:-RECENT]
+
+    async def since(self, after: int) -> list[RunEvent]:
+        """Log entries after id `after`, oldest first: those this hub has read (from memory),
+        or, for an `after` older than it holds, up to `PAGE` of them from the store."""
+        if after < self._floor or self._head is None:
+            return await self.store.events(after=after, limit=PAGE)
+        start = bisect.bisect_right(self._recent, after, key=lambda e: e.id)
+        return self._recent[start:]
 
     def delta(self, delta: TextDelta | ToolCallDelta) -> None:
         """A delta of a run this process drives, for the streams that follow that run."""

@@ -58,8 +58,9 @@ class Service:
         self.hub = Hub(store, self.runner.moved, poll_s=poll_s)
         self.runner.signals.deltas = self.hub.delta
         self.runner.signals.changed = self.hub.touch
+        self.hub.decided = self.runner.worker.wake
         self.guard = Guard(token, authorize)
-        self.keys = IdempotencyKeys()
+        self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
         self.locks: dict[str, asyncio.Lock] = {}
 

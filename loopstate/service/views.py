@@ -3,14 +3,10 @@ data (field names are the HTTP contract)."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from loopstate.engine.state import CallRecord, RunState, Transition
 from loopstate.engine.store import RunSummary
-from loopstate.service.problems import Problem
-
-MAX_LIMIT = 500
 
 
 def transition_view(run_id: str, t: Transition) -> dict[str, Any]:
@@ -96,33 +92,3 @@ def run_view(state: RunState) -> dict[str, Any]:
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }
-
-
-def page(items: list[Any], cursor: str | None, limit: int) -> dict[str, Any]:
-    """One page of `items` (all of them, in order) from `cursor`, with the next cursor."""
-    start = decode_cursor(cursor)
-    chunk = items[start : start + limit]
-    more = start + limit < len(items)
-    return {"items": chunk, "next_cursor": encode_cursor(start + limit) if more else None}
-
-
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o{offset}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int:
-    if not cursor:
-        return 0
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if text[:1] == "o" and text[1:].isdigit():
-            return int(text[1:])
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise Problem(400, "invalid cursor: pass back a next_cursor this API returned")
-
-
-def check_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise Problem(400, f"limit must be between 1 and {MAX_LIMIT}")
-    return limit

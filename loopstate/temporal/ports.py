@@ -22,7 +22,7 @@ from loopstate.engine.errors import ModelError, RunBusy, RunNotFound
 from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.state import CallRecord, RunState
-from loopstate.engine.store import RunSummary, summarize
+from loopstate.engine.store import Cursor, KeptAnswer, Order, RunEvent, RunSummary, summarize
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.temporal.data import (
     MODEL_ACTIVITY,
@@ -65,12 +65,40 @@ class WorkflowStore:
     async def release(self, run_id: str, *, owner: str) -> None:
         return None
 
-    async def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        by: Order = "updated",
+        cursor: Cursor | None = None,
+    ) -> list[RunSummary]:
         state = self.state
-        return [] if state is None or status not in (None, state.status) else [summarize(state)]
+        if state is None or status not in (None, state.status) or cursor is not None:
+            return []
+        return [summarize(state)]
 
     async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
         raise RunBusy("a workflow's run is driven by its workflow: nothing to claim")
+
+    # A workflow serves no HTTP: no event log and no idempotency keys (Temporal's own ids).
+
+    async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
+        return []
+
+    async def last_event_id(self) -> int:
+        return 0
+
+    async def reserve_key(
+        self, key: str, fingerprint: str, *, now: float, stale_s: float
+    ) -> KeptAnswer | None:
+        return None
+
+    async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
+        return None
+
+    async def drop_key(self, key: str) -> None:
+        return None
 
 
 class ActivityModel:

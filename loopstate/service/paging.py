@@ -1,0 +1,139 @@
+"""Pages of `GET /api/runs` and `GET /api/approvals` by opaque cursor.
+
+Runs are listed newest created first (ties by run id), and a page's `next_cursor` names the
+last run it holds: the next page is read from the store strictly after it (`list_runs(
+cursor=)`), so runs created meanwhile (newer: before the cursor) and runs that change
+meanwhile (`created_at` never does) neither repeat nor shift a run out of the pages. The
+approvals follow the same order of runs, each run's pending calls in their batch's order;
+their cursor also names the last call given.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from loopstate.engine.errors import RunNotFound
+from loopstate.engine.state import RunState
+from loopstate.engine.store import Cursor, Store
+from loopstate.service.problems import Problem
+from loopstate.service.views import approvals_of, summary_view
+
+MAX_LIMIT = 500
+CHUNK = 50
+"""Runs read at once while filling a page of approvals."""
+
+
+def check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise Problem(400, f"limit must be between 1 and {MAX_LIMIT}")
+    return limit
+
+
+async def runs_page(store: Store, status: str | None, limit: int, cursor: str | None) -> Page:
+    after = _decode(cursor, "runs")
+    runs = await store.list_runs(
+        status=status, limit=limit + 1, by="created", cursor=None if after is None else _at(after)
+    )
+    more, shown = len(runs) > limit, runs[:limit]
+    last = shown[-1] if shown else None
+    following = _encode(["runs", last.created_at, last.run_id]) if more and last else None
+    return {"items": [summary_view(s) for s in shown], "next_cursor": following}
+
+
+Page = dict[str, Any]
+
+
+async def approvals_page(
+    store: Store, run_id: str | None, tool: str | None, limit: int, cursor: str | None
+) -> Page:
+    """Up to `limit` pending calls (of run `run_id` only, of tool `tool` only) after `cursor`."""
+    after = _decode(cursor, "approvals")
+    found = _Found(tool)
+    if after is not None:  # first the rest of the run the last page ended in
+        state = await _loaded(store, str(after[1]))
+        if state is not None and run_id in (None, state.run_id):
+            found.take(state, after_call=str(after[2]))
+    if run_id is None:
+        await found.waiting(store, None if after is None else _at(after), limit)
+    elif after is None:
+        state = await _loaded(store, run_id)
+        if state is None:
+            raise Problem(404, f"no run {run_id!r}")
+        found.take(state)
+    return found.page(limit)
+
+
+class _Found:
+    """The pending calls gathered for a page, each with its run."""
+
+    def __init__(self, tool: str | None) -> None:
+        self.tool = tool
+        self.items: list[tuple[RunState, dict[str, Any]]] = []
+
+    def take(self, state: RunState, *, after_call: str | None = None) -> None:
+        items = [a for a in approvals_of(state) if self.tool in (None, a["tool"])]
+        if after_call is not None:  # calls keep their place in `calls`: resume after it
+            ids = [c.call_id for c in state.calls]
+            since = ids.index(after_call) if after_call in ids else -1
+            items = [a for a in items if ids.index(a["call_id"]) > since]
+        self.items.extend((state, a) for a in items)
+
+    async def waiting(self, store: Store, position: Cursor | None, limit: int) -> None:
+        """Runs awaiting approval after `position`, until the page is full (and one more)."""
+        while len(self.items) <= limit:
+            runs = await store.list_runs(
+                status="awaiting_approval", limit=CHUNK, by="created", cursor=position
+            )
+            for summary in runs:
+                state = await _loaded(store, summary.run_id)
+                if state is not None:
+                    self.take(state)
+            if len(runs) < CHUNK:
+                return
+            position = (runs[-1].created_at, runs[-1].run_id)
+
+    def page(self, limit: int) -> Page:
+        shown = self.items[:limit]
+        following = None
+        if len(self.items) > limit:
+            state, item = shown[-1]
+            following = _encode(["approvals", state.created_at, state.run_id, item["call_id"]])
+        return {"items": [item for _, item in shown], "next_cursor": following}
+
+
+async def _loaded(store: Store, run_id: str) -> RunState | None:
+    try:
+        return await store.load(run_id)
+    except RunNotFound:
+        return None  # gone since it was listed
+
+
+def _at(after: list[Any]) -> Cursor:
+    return float(after[0]), str(after[1])
+
+
+def _encode(fields: list[Any]) -> str:
+    text = json.dumps(fields, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str | None, kind: str) -> list[Any] | None:
+    """The cursor's fields after its kind; 400 for anything this API did not hand out."""
+    if not cursor:
+        return None
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        fields = None
+    size = 3 if kind == "runs" else 4
+    if (
+        isinstance(fields, list)
+        and len(fields) == size
+        and fields[0] == kind
+        and isinstance(fields[1], int | float)
+        and all(isinstance(f, str) for f in fields[2:])
+    ):
+        return fields[1:]
+    raise Problem(400, "invalid cursor: pass back a next_cursor this API returned")
