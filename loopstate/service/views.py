@@ -47,6 +47,7 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
             "digest": p.digest,
             "reason": p.reason,
             "requested_at": at,
+            "external": p.external,  # waits for a result (.../result), not a decision
         }
         for p in state.pending
         if p.call_id not in queued
