@@ -167,3 +167,24 @@ async def test_a_remembered_decision_stored_before_rules_existed_still_loads_and
     assert state.calls[1].decided_by == "remembered:db_read (given by cli:carol)"
     await agent.forget(first.run_id, "db_read", actor="cli:dave")
     assert (await store.load(first.run_id)).remembered[0].revoked is not None
+
+
+async def test_a_rule_remembered_again_under_its_name_replaces_the_old_one_on_record() -> None:
+    ran: list[str] = []
+    mail = Rule(name="db-reads", decision="approve", tools=["send_mail"])  # same name
+    answers = iter([Approve(remember=READS), Approve(remember=mail), Approve()])
+    asked: list[str] = []
+
+    def approver(requests):
+        asked.extend(r.tool for r in requests)
+        return {r.call_id: next(answers) for r in requests}
+
+    agent = Agent(script(), make_tools(ran), approver=approver)
+    result = await agent.run("go")
+    assert result.status == "done"
+    assert asked == ["db_read", "send_mail", "db_read"]  # read c: the old rule is gone
+    state = await agent.store.load(result.run_id)
+    old, new = state.remembered
+    assert (old.rule, new.rule, new.revoked) == (READS, mail, None)
+    assert old.revoked is not None
+    assert (old.revoked.by, old.revoked.reason) == ("approver", "replaced by a later decision")
