@@ -188,3 +188,21 @@ async def test_a_rule_remembered_again_under_its_name_replaces_the_old_one_on_re
     assert (old.rule, new.rule, new.revoked) == (READS, mail, None)
     assert old.revoked is not None
     assert (old.revoked.by, old.revoked.reason) == ("approver", "replaced by a later decision")
+
+
+async def test_a_remembered_rule_matching_everything_never_answers_an_external_call() -> None:
+    from loopstate.tools.human import ask_person
+
+    everything = Rule(name="all", decision="approve", pattern="*")
+    model = ScriptedModel(
+        [call("db_read", {"table": "a"}), call("ask_person", {"question": "ok?"}), "done"]
+    )
+    agent = Agent(model, [*make_tools([]), ask_person])
+    first = await agent.run("go")
+    paused = await agent.resume(
+        first.run_id, {first.pending[0].call_id: Approve(remember=everything)}
+    )
+    # the rule matches ask_person by name, but a person's answer cannot be approved into being
+    assert [(p.tool, p.external) for p in paused.pending] == [("ask_person", True)]
+    done = await agent.resume(first.run_id, results={paused.pending[0].call_id: "fine"})
+    assert (done.status, model.requests[-1].messages[-1].content) == ("done", "fine")
