@@ -13,11 +13,21 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError, DefinitionError
+from loopstate.engine.rule import Rule
+
+
+def _same_way(kind: str, remember: bool | Rule) -> None:
+    """A rule remembered with a decision must decide the same way as the decision."""
+    if isinstance(remember, Rule) and remember.decision != kind:
+        raise ValueError(
+            f"remember: rule {remember.name!r} decides {remember.decision!r}, "
+            f"but it is remembered with {kind!r}"
+        )
 
 
 class Approve(Frozen):
@@ -28,8 +38,14 @@ class Approve(Frozen):
     by: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
     """Given to the tool as `ToolContext.decision_data`; never shown to the model."""
-    remember: bool = False
-    """Approve this tool's later calls in this run too (revocable: `Agent.forget`)."""
+    remember: bool | Rule = False
+    """`True`: approve this tool's later calls in this run too; a `Rule` (deciding
+    "approve"): approve the later calls matching it. Revocable: `Agent.forget`."""
+
+    @model_validator(mode="after")
+    def _remembered_rule_agrees(self) -> Approve:
+        _same_way(self.kind, self.remember)
+        return self
 
 
 class Deny(Frozen):
@@ -42,8 +58,14 @@ class Deny(Frozen):
     message: str | None = None
     """The exact text the model receives instead of the default denial note (which quotes
     `reason`); the audit trail keeps `reason` either way."""
-    remember: bool = False
-    """Deny this tool's later calls in this run too (revocable: `Agent.forget`)."""
+    remember: bool | Rule = False
+    """`True`: deny this tool's later calls in this run too, with this reason and message;
+    a `Rule` (deciding "deny"): deny the later calls matching it. Revocable: `Agent.forget`."""
+
+    @model_validator(mode="after")
+    def _remembered_rule_agrees(self) -> Deny:
+        _same_way(self.kind, self.remember)
+        return self
 
     def __init__(self, reason: str = "denied", /, **data: Any) -> None:
         BaseModel.__init__(self, reason=data.pop("reason", reason), **data)

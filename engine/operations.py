@@ -16,7 +16,7 @@ from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError, RunNotResumable
 from loopstate.engine.result import RunResult
 from loopstate.engine.sanitize import storable_text
-from loopstate.engine.state import ENDED, QueuedDecision, RunState, Transition
+from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 
 
@@ -143,21 +143,38 @@ def aborted(state: RunState, cause: Cause, now: float) -> RunState:
 
 
 async def forget_decision(
-    store: Store, run_id: str, tool: str, *, clock: Clock = system_clock
+    store: Store,
+    run_id: str,
+    tool: str | None = None,
+    *,
+    rule: str | None = None,
+    actor: str = "api",
+    reason: str = "",
+    clock: Clock = system_clock,
 ) -> RunState:
-    """Revoke the run's standing decision for `tool` (given with `remember=True`): its later
-    calls wait for a decision again. `DecisionError` if there is none."""
+    """Revoke the run's standing decision for `tool`, or the remembered rule named `rule`
+    (one of the two): later calls it covered wait for a decision again. The revocation is
+    recorded on it (who, when, why); it is not deleted. `DecisionError` if none is in force."""
+    if (tool is None) == (rule is None):
+        raise DecisionError("forget takes a tool or a rule (one of the two)")
+    subject = str(tool) if rule is None else f"rule {rule}"
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
-        kept = tuple(r for r in state.remembered if r.tool != tool)
-        if len(kept) == len(state.remembered):
-            standing = ", ".join(r.tool for r in state.remembered) or "none"
+        active = [r for r in state.remembered if r.revoked is None]
+        if not any(r.subject == subject for r in active):
+            standing = ", ".join(r.subject for r in active) or "none"
             raise DecisionError(
-                f"run {run_id} has no remembered decision for {tool!r} (remembered: {standing})"
+                f"run {run_id} has no remembered decision for {subject!r} (remembered: {standing})"
             )
-        state = state.evolve(remembered=kept, updated_at=max(clock(), state.updated_at))
-        await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+        now = clock()
+        revoked = Revocation(by=actor, at=now, reason=storable_text(reason))
+        remembered = tuple(
+            r.evolve(revoked=revoked) if r.revoked is None and r.subject == subject else r
+            for r in state.remembered
+        )
+        state = state.evolve(remembered=remembered, updated_at=max(now, state.updated_at))
+        await store.save(state, owner=owner, now=now, ttl=DEFAULT_LEASE_S)
         return state
     finally:
         await store.release(run_id, owner=owner)

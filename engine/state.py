@@ -24,6 +24,7 @@ from loopstate.engine.errors import DecisionError
 from loopstate.engine.failure import RunFailure
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Usage
+from loopstate.engine.rule import Rule
 
 SCHEMA_VERSION = 2
 """2: a flow's position moved from four top-level fields into `flow` (1 still loads)."""
@@ -158,21 +159,54 @@ class Transition(Frozen):
     actor: str | None = None
 
 
+class Revocation(Frozen):
+    """Who withdrew a remembered decision, when and why: kept with it, for the audit."""
+
+    by: str
+    at: float
+    reason: str = ""
+
+
 class Remembered(Frozen):
-    """A standing decision of one run: every later call of `tool` is decided `decision`."""
+    """A standing decision of one run: every later call of `tool`, or every later call that
+    `rule` matches, is decided `decision` — until it is revoked (`revoked` then says by whom
+    and when; the entry stays, for the audit)."""
 
     kind: Literal["remembered"] = "remembered"
-    tool: str
+    tool: str | None = None
+    rule: Rule | None = None
     decision: Literal["approve", "deny"]
     reason: str = ""
+    message: str | None = None
+    """A remembered denial's exact text for the model (see `Deny.message`)."""
     by: str
     """Who gave the decision that is remembered (audited on each call it decides)."""
     at: float
+    revoked: Revocation | None = None
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> Remembered:
+        if (self.tool is None) == (self.rule is None):
+            raise ValueError("a remembered decision is for a tool or for a rule (one of the two)")
+        return self
+
+    @property
+    def subject(self) -> str:
+        """What it covers, as the audit names it: `write`, or `rule db-writes`."""
+        return f"rule {self.rule.name}" if self.rule is not None else str(self.tool)
+
+    def covers(self, call: CallRecord) -> bool:
+        """Whether it decides `call`: still in force, and the call's tool or a match."""
+        if self.revoked is not None:
+            return False
+        return call.tool == self.tool if self.rule is None else self.rule.matches(call.request())
 
     def decide(self) -> Decision:
+        """The decision it gives, named `<subject> (given by <who>)` in the audit."""
+        by = f"{self.subject} (given by {self.by})"
         if self.decision == "approve":
-            return Approve(by=self.tool)
-        return Deny(self.reason or "denied", by=self.tool)
+            return Approve(by=by)
+        return Deny(self.reason or "denied", message=self.message, by=by)
 
 
 class QueuedDecision(Frozen):
@@ -251,7 +285,8 @@ class RunState(Frozen):
     inbox: tuple[QueuedDecision, ...] = ()
     """Decisions recorded while suspended, not yet applied."""
     remembered: tuple[Remembered, ...] = ()
-    """Standing decisions for this run's later calls ("always allow / deny this tool")."""
+    """Standing decisions for this run's later calls ("always allow / deny this tool, or
+    calls matching this rule"), revoked ones included (marked, for the audit)."""
     queued_message: str | None = None
     """A user message that came with decisions: it joins the history after the batch's
     results, before the next model call."""

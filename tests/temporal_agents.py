@@ -12,6 +12,7 @@ from pathlib import Path
 
 from loopstate import Agent, MemoryStore, ModelRequest, ScriptedModel, tool
 from loopstate.engine.models.scripted import ScriptItem, call, calls
+from loopstate.tools.human import ask_person
 
 
 def _answer(request: ModelRequest) -> ScriptItem:
@@ -68,10 +69,12 @@ def agents(workdir: Path) -> dict[str, Agent]:
         call("write_note", {"path": "b.txt", "text": "B"}, id="note_b"),
         call("lookup", {"key": "x"}, id="look_x"),
     )
+    ask = call("ask_person", {"question": "ship it?"}, id="ask_1")
     slow = call("append_then_wait", {"path": "effects.txt", "text": "once"}, id="slow_1")
     return {
         "writer": Agent(model(one_note, _answer), tools, store=store, instructions="Be brief."),
         "batch": Agent(model(batch, _answer), tools, store=store),
         "looper": Agent(model(*[_looping(5)] * 6), tools, store=store, max_steps=10),
         "slow": Agent(model(slow, _answer), tools, store=store),
+        "asker": Agent(model(ask, _answer), [ask_person], store=store),  # an external tool
     }

@@ -64,9 +64,10 @@ async def test_always_allow_is_kept_with_the_run_audited_and_revocable(tmp_path:
     assert [(r.tool, r.decision, r.by) for r in state.remembered] == [
         ("write", "approve", "resume")
     ]
-    assert [c.decided_by for c in state.calls] == ["resume", "remembered:write", None]
+    remembered = "remembered:write (given by resume)"
+    assert [c.decided_by for c in state.calls] == ["resume", remembered, None]
     decided = [t for t in state.transitions if t.event == "decided"]
-    assert decided[-1].actor == "remembered:write"
+    assert decided[-1].actor == remembered
 
     await agent.forget(first.run_id, "write")
     again = await agent.resume(first.run_id, {paused.pending[0].call_id: Approve()})

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from temporal_support import serving, wait_pending
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from loopstate import Approve, DecisionError, Deny, RunNotResumable
+from loopstate.engine.approval import Result
 from loopstate.temporal import DecideRequest
 
 
@@ -186,3 +190,46 @@ async def test_a_run_of_an_agent_no_worker_serves_fails_with_the_reason(
             await s.runs.result(run_id)
     gc.collect()  # the failed workflow's leftovers go now, not during another test
     assert "this worker serves no agent 'nobody'" in str(failed.value.cause)
+
+
+async def test_an_external_tools_result_is_supplied_by_update_checked_and_seen_by_the_model(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("asker", "ask them")
+        [request] = await wait_pending(s.runs, run_id)
+        assert (request.tool, request.external) == ("ask_person", True)
+        with pytest.raises(DecisionError, match="does not accept 'approve'"):
+            await s.runs.approve(run_id, "ask_1")
+        with pytest.raises(DecisionError, match=r"result for call ask_1 .* refused"):
+            await s.runs.decide(run_id, "ask_1", Result(12))
+        await s.runs.decide(run_id, "ask_1", Result("yes, ship it"), actor="alice")
+        result = await s.runs.result(run_id)
+    assert (result.status, result.output) == ("done", "final: yes, ship it")
+    assert result.transitions[2].actor == "alice"
+
+
+async def test_the_cli_supplies_an_external_result_to_a_temporal_run(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("asker", "ask them")
+        await wait_pending(s.runs, run_id)
+        where = ["--address", temporal_address]
+        bad = await loopstate("temporal", "result", run_id, "ask_1", "--value", "7", *where)
+        assert bad.returncode == 2
+        assert bad.stderr.startswith("loopstate temporal result: result for call ask_1")
+        assert len(bad.stderr.strip().splitlines()) == 1
+        value = json.dumps("ship it")
+        good = await loopstate("temporal", "result", run_id, "ask_1", "--value", value, *where)
+        assert good.stdout == f"result accepted for ask_1 of run {run_id}\n", good.stderr
+        result = await s.runs.result(run_id)
+    assert (result.status, result.output) == ("done", "final: ship it")
+    assert (result.transitions[2].actor or "").startswith("cli:")
+
+
+async def loopstate(*args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "loopstate", *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip

@@ -18,6 +18,12 @@ from typing import Any
 from loopstate.cli.errors import report
 from loopstate.cli.lookup import load_agent, resolve_run
 from loopstate.cli.runs_view import show_json, show_lines, table
+from loopstate.cli.standing import (
+    add_always_options,
+    register_forget,
+    remember_form,
+    remembered_lines,
+)
 from loopstate.cli.stores import add_db_option, close_store, db_of, open_store
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import as_decision
@@ -54,7 +60,10 @@ def register(subparsers: Any) -> None:
             parser.add_argument("--all", action="store_true", help="every pending call")
         parser.add_argument("--actor", default=f"cli:{_user()}", help="who decides (audit)")
         if name == "deny":
-            parser.add_argument("--reason", required=True)
+            parser.add_argument("--reason", required=True, help="why (audited; the model sees it)")
+            parser.add_argument("--message", help="the exact text the model sees instead")
+        if name != "edit":
+            add_always_options(parser)
         if name == "edit":
             parser.add_argument("--args", required=True, help="the new arguments, a JSON object")
     result = _command(
@@ -64,6 +73,7 @@ def register(subparsers: Any) -> None:
     result.add_argument("call", help="the call id")
     result.add_argument("--value", required=True, help="the result, as JSON")
     result.add_argument("--actor", default=f"cli:{_user()}", help="who supplies it (audit)")
+    register_forget(_command, subparsers, _user())
     abort = _command(subparsers, "abort", _abort, help="end a suspended run: no further step")
     abort.add_argument("run", help="a run id, or a unique start of one")
     abort.add_argument("--reason", required=True)
@@ -148,6 +158,8 @@ def _listed(state: Any) -> dict[str, Any]:
 async def _show(args: argparse.Namespace, store: Store) -> int:
     state = await store.load(args.run)
     print(show_json(state) if args.json else "\n".join(show_lines(state)))
+    if not args.json and (standing := remembered_lines(state)):
+        print("\n".join(shown(line) for line in standing))
     return 0
 
 
@@ -156,7 +168,9 @@ async def _decide(args: argparse.Namespace, store: Store) -> int:
 
     form: dict[str, Any] = {"kind": args.command}  # approve, deny or edit
     if args.command == "deny":
-        form["reason"] = args.reason
+        form.update(reason=args.reason, message=args.message)
+    if args.command in ("approve", "deny"):
+        form["remember"] = remember_form(args)
     if args.command == "edit":
         form["arguments"] = _json_object(args.args)
     if args.command == "result":
@@ -165,6 +179,8 @@ async def _decide(args: argparse.Namespace, store: Store) -> int:
     for call in await _calls(args, store):
         await queue_decision(store, args.run, call, decision, actor=args.actor)
         print(shown(f"{args.command} recorded for {call} of run {args.run}; applies at resume"))
+    if isinstance(remember := form.get("remember"), dict):
+        print(shown(f"remembered as rule {remember['name']!r} for later calls it matches"))
     print(f"continue the run with: loopstate resume {args.run} --agent MODULE:ATTR")
     return 0
 

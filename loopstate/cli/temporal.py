@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from loopstate.cli.runs import _json_object, _show, _user, load_agent
+from loopstate.cli.runs import _json_object, _json_value, _show, _user, load_agent
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.errors import DefinitionError, LoopstateError, RunNotFound
 from loopstate.engine.state import RunState
@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
         ("approve", "approve a pending call"),
         ("deny", "deny a pending call; the model sees the reason"),
         ("edit", "run a pending call with other arguments"),
+        ("result", "supply the result of an external tool's call"),
     ):
         decide = _command(which, name, _decide, help=helptext)
         decide.add_argument("run")
@@ -54,6 +55,8 @@ def register(subparsers: Any) -> None:
             decide.add_argument("--reason", required=True)
         if name == "edit":
             decide.add_argument("--args", required=True, help="the new arguments, a JSON object")
+        if name == "result":
+            decide.add_argument("--value", required=True, help="the result, as JSON")
     abort = _command(which, "abort", _abort, help="end a run at its next step boundary")
     abort.add_argument("run")
     abort.add_argument("--reason", required=True)
@@ -168,6 +171,8 @@ async def _decide(args: argparse.Namespace, runs: Any) -> int:
         form["reason"] = args.reason
     if args.temporal_command == "edit":
         form["arguments"] = _json_object(args.args)
+    if args.temporal_command == "result":
+        form["value"] = _json_value(args.value)
     await runs.decide(args.run, args.call, form, actor=args.actor, wait=not args.signal)
     done = "sent" if args.signal else "accepted"
     print(shown(f"{args.temporal_command} {done} for {args.call} of run {args.run}"))

@@ -34,6 +34,7 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
     """The run's calls that still wait for a decision (not those with one queued)."""
     queued = {q.call_id for q in state.inbox}
     at = requested_at(state)
+    schemas = {c.call_id: c.result_schema for c in state.batch if c.external}
     return [
         {
             "run_id": state.run_id,
@@ -43,6 +44,8 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
             "digest": p.digest,
             "reason": p.reason,
             "requested_at": at,
+            "external": p.external,  # waits for a result (.../result), not a decision
+            "result_schema": schemas.get(p.call_id),  # the type that result must have
         }
         for p in state.pending
         if p.call_id not in queued

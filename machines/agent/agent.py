@@ -241,9 +241,20 @@ class Agent:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
 
-    async def forget(self, run_id: str, tool: str) -> RunState:
-        """Revoke the run's remembered decision for `tool`: its later calls wait again."""
-        return await forget_decision(self.store, run_id, tool, clock=self.clock)
+    async def forget(
+        self,
+        run_id: str,
+        tool: str | None = None,
+        *,
+        rule: str | None = None,
+        actor: str = "user",
+        reason: str = "",
+    ) -> RunState:
+        """Revoke the run's remembered decision for `tool`, or its remembered rule named
+        `rule`: the calls it covered wait again. The revocation is kept with it (who, when)."""
+        return await forget_decision(
+            self.store, run_id, tool, rule=rule, actor=actor, reason=reason, clock=self.clock
+        )
 
     def _turn(self, state: RunState) -> LoopConfig:
         """The loop's configuration for the run's current turn: its step budget counts from

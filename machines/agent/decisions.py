@@ -17,7 +17,8 @@ from loopstate.engine.approval import Approve, Deny, as_decisions
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.events import ApprovalRequested, DecisionRefused, ToolApproval
-from loopstate.engine.state import CallRecord, Remembered
+from loopstate.engine.rule import Rule
+from loopstate.engine.state import CallRecord, Remembered, Revocation
 
 if TYPE_CHECKING:
     from loopstate.machines.agent.steps import LoopSteps
@@ -98,31 +99,44 @@ class Decisions:
             await loop.core.end(loop, "abort", Cause(reason, actor))
 
     async def apply_remembered(self) -> None:
-        """Decide the waiting calls of tools with a standing decision in this run; audited as
-        decided by `remembered:<tool>`."""
-        standing = {r.tool: r for r in self.loop.state.remembered}
-        decisions = {
-            c.call_id: standing[c.tool].decide()
-            for c in self.loop.state.batch
-            if c.status == "awaiting" and c.tool in standing
-        }
+        """Decide the waiting calls that a standing decision of this run covers (a denial
+        first, if both kinds cover a call); audited as decided by
+        `remembered:<tool or rule> (given by <who>)`."""
+        standing = sorted(
+            self.loop.state.remembered, key=lambda r: r.decision != "deny"
+        )  # the stricter first
+        decisions = {}
+        for call in self.loop.state.batch:
+            if call.status != "awaiting" or call.external:  # a result comes from outside
+                continue
+            match = next((r for r in standing if r.covers(call)), None)
+            if match is not None and match.decision in call.allowed:
+                decisions[call.call_id] = match.decide()
         if decisions:
             await self.apply(decisions, actor="remembered")
 
     def _remember(self, record: CallRecord) -> None:
-        """Keep a decision given with `remember=True` as the run's standing decision for its
-        tool (replacing an earlier one)."""
+        """Keep a decision given with `remember=` as a standing decision of the run, for its
+        tool or for the calls its rule matches; one it replaces is marked revoked."""
         decision = record.decision
-        if not isinstance(decision, Approve | Deny) or not decision.remember:
+        if not isinstance(decision, Approve | Deny) or decision.remember is False:
             return
+        rule = decision.remember if isinstance(decision.remember, Rule) else None
+        by, at = record.decided_by or "unknown", record.decided_at or 0.0
         standing = Remembered(
-            tool=record.tool,
+            tool=None if rule is not None else record.tool,
+            rule=rule,
             decision=decision.kind,
             reason=getattr(decision, "reason", ""),
-            by=record.decided_by or "unknown",
-            at=record.decided_at or 0.0,
+            message=getattr(decision, "message", None),
+            by=by,
+            at=at,
         )
-        kept = tuple(r for r in self.loop.state.remembered if r.tool != record.tool)
+        replaced = Revocation(by=by, at=at, reason="replaced by a later decision")
+        kept = tuple(
+            r.evolve(revoked=replaced) if r.revoked is None and r.subject == standing.subject else r
+            for r in self.loop.state.remembered
+        )
         self.loop.state = self.loop.state.evolve(remembered=(*kept, standing))
 
     async def apply_queued(self) -> None:

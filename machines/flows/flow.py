@@ -9,7 +9,7 @@ from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import Approver, Decision, SyncApprover
+from loopstate.engine.approval import Approver, Decision, Result, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -133,13 +133,17 @@ class Flow:
         *,
         message: str | None = None,
         decisions: Mapping[str, Decision] | None = None,
+        results: Mapping[str, Any] | None = None,
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
     ) -> FlowResult:
         """Continue a suspended or interrupted run where it stopped: with the user's `message`
-        when it waits for input, with `decisions` (by call id) when it waits for approval.
-        `owner` is the lease owner to resume under (a worker that claimed the run)."""
+        when it waits for input, with `decisions` (by call id) when it waits for approval,
+        with `results` (by call id) for its external tools' calls (`Result`). `owner` is the
+        lease owner to resume under (a worker that claimed the run)."""
+        if results:
+            decisions = {**(decisions or {}), **{c: Result(v) for c, v in results.items()}}
         owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s

@@ -27,7 +27,46 @@ async function decide(item, decision, extra, card) {
   }
 }
 
+// An external tool's call (a person's answer, a client-side tool) waits for a value, not a
+// decision: text as it is typed when the tool returns a string, JSON otherwise.
+function answerCard(item) {
+  const key = callKey(item);
+  const takesText = item.result_schema?.type === "string";
+  const value = ls.el("textarea", { "aria-label": `answer for ${item.tool}`,
+    placeholder: takesText ? "your answer" : "the result, as JSON" });
+  value.value = drafts.get(key)?.answer || "";
+  value.addEventListener("input", () => drafts.set(key, { answer: value.value }));
+  const node = ls.el("article", { class: "card external", "data-call": item.call_id, "data-run": item.run_id });
+  const errors = ls.el("ul", { class: "errors", role: "alert" });
+  const send = async () => {
+    let parsed = value.value;
+    if (!takesText) {
+      try { parsed = JSON.parse(value.value); } catch (e) {
+        errors.replaceChildren(ls.el("li", { text: "value: not valid JSON", "data-field": "value" }));
+        return;
+      }
+    }
+    const path = `/api/runs/${encodeURIComponent(item.run_id)}/calls/${encodeURIComponent(item.call_id)}/result`;
+    const result = await ls.api("POST", path, { value: parsed }, crypto.randomUUID());
+    if (result.ok) { drafts.delete(key); node.remove(); refresh(); return; }
+    const problems = result.data.errors || [{ field: "value", message: result.data.detail || `refused (${result.status})` }];
+    errors.replaceChildren(...problems.map((e) => ls.el("li", { text: `${e.field}: ${e.message}`, "data-field": e.field })));
+  };
+  node.append(
+    ls.el("h2", { text: item.tool }),
+    ls.el("div", { class: "meta" },
+      "run ", ls.el("a", { href: `/ui/runs/${encodeURIComponent(item.run_id)}`, text: item.run_id }),
+      ` · call ${item.call_id} · asked ${ls.age(item.requested_at)} · waits for an answer`),
+    ls.el("pre", { class: "arguments", text: ls.pretty(item.arguments) }),
+    value,
+    ls.el("div", { class: "actions" },
+      ls.el("button", { type: "button", class: "answer", text: "Send answer", onclick: send })),
+    errors);
+  return node;
+}
+
 function card(item) {
+  if (item.external) return answerCard(item);
   const key = callKey(item);
   const draft = drafts.get(key) || {};
   const reason = ls.el("input", { type: "text", "aria-label": `reason for ${item.tool}`, placeholder: "reason (for deny or abort)" });
