@@ -1,0 +1,166 @@
+"""Sub-agents as tools (`Agent.as_tool`): each call is a child run in the parent's store, with
+its own id, tools and audit trail; its answer, its failure, its waiting and its usage reach
+the parent. The model's words are scripted; the runs, stores and decisions are real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopstate import (
+    Agent,
+    Approve,
+    DecisionError,
+    MemoryStore,
+    ScriptedModel,
+    SQLiteStore,
+    Usage,
+    pending_tree,
+    tool,
+    usage_tree,
+)
+from loopstate.engine.messages import ToolCall
+from loopstate.engine.models.scripted import Turn, call, calls, text
+
+
+def writer_tools(written: list[str]):
+    @tool
+    def draft(topic: str) -> str:
+        """Draft a paragraph on a topic."""
+        written.append(topic)
+        return f"a paragraph on {topic}"
+
+    return [draft]
+
+
+def used(tokens: int) -> Usage:
+    return Usage(prompt_tokens=tokens, completion_tokens=1)
+
+
+def priced(item: ToolCall | str, tokens: int) -> Turn:
+    turn = text(item) if isinstance(item, str) else calls(item)
+    return Turn(turn.reply, turn.expect, used(tokens))
+
+
+def supervisor(store, child_model, parent_model, *, direct_return=False, written=None, **kw):
+    writer = Agent(child_model, writer_tools(written if written is not None else []), store=store)
+    delegate = writer.as_tool(
+        name="writer", description="Writes paragraphs.", direct_return=direct_return
+    )
+    return Agent(parent_model, [delegate], store=store, **kw), writer
+
+
+async def test_a_sub_agent_runs_as_its_own_child_run_and_its_answer_is_the_calls_result() -> None:
+    store, written = MemoryStore(), []
+    child_model = ScriptedModel([call("draft", {"topic": "owls"}), "Owls hunt at night."])
+    parent_model = ScriptedModel([call("writer", {"task": "write about owls"}), "Sent."])
+    parent, _ = supervisor(store, child_model, parent_model, written=written)
+    result = await parent.run("tell me about owls")
+    assert (result.status, result.output, written) == ("done", "Sent.", ["owls"])
+    (record,) = (await store.load(result.run_id)).calls
+    assert record.child_run_id is not None
+    assert record.status == "succeeded"
+    child = await store.load(record.child_run_id)
+    assert child.parent is not None
+    assert (child.parent.run_id, child.parent.call_id, child.parent.name) == (
+        result.run_id,
+        record.call_id,
+        "writer",
+    )
+    assert child.messages[0].content == "write about owls"
+    assert [c.tool for c in child.calls] == ["draft"]  # its own tools only
+    assert parent_model.requests[1].messages[-1].content == "Owls hunt at night."
+
+
+async def test_direct_return_ends_the_parent_with_the_childs_output_and_no_model_call() -> None:
+    store = MemoryStore()
+    child_model = ScriptedModel(["The final answer."])
+    parent_model = ScriptedModel([call("writer", {"task": "answer"})])
+    parent, _ = supervisor(store, child_model, parent_model, direct_return=True)
+    result = await parent.run("go")
+    assert (result.status, result.output, result.stop_reason) == (
+        "done",
+        "The final answer.",
+        "direct_return",
+    )
+    assert len(parent_model.requests) == 1  # no synthesis by the parent
+
+
+async def test_a_failed_child_is_a_failed_tool_result_never_an_empty_success() -> None:
+    store = MemoryStore()
+    child_model = ScriptedModel([])  # no turn left: the child's model call fails
+    parent_model = ScriptedModel([call("writer", {"task": "x"}), "The writer failed."])
+    parent, _ = supervisor(store, child_model, parent_model)
+    result = await parent.run("go")
+    assert result.status == "done"
+    (record,) = (await store.load(result.run_id)).calls
+    assert record.status == "failed"
+    told = parent_model.requests[1].messages[-1].content
+    assert told.startswith("Error: sub-agent writer (run sub_")
+    assert "failed: " in told
+    assert (await store.load(record.child_run_id or "")).status == "failed"
+
+
+async def test_usage_rolls_up_own_total_and_per_agent(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    child_model = ScriptedModel([priced(call("draft", {"topic": "a"}), 10), priced("done", 20)])
+    parent_model = ScriptedModel([priced(call("writer", {"task": "t"}), 100), priced("ok", 200)])
+    parent, _ = supervisor(store, child_model, parent_model)
+    result = await parent.run("go")
+    report = await usage_tree(store, result.run_id)
+    assert report.own.prompt_tokens == 300
+    assert report.total.prompt_tokens == 330
+    assert {k: v.prompt_tokens for k, v in report.by_agent.items()} == {"main": 300, "writer": 30}
+    assert await parent.usage(result.run_id) == report
+
+
+def gated_writer_tools(written: list[str]):
+    @tool(needs_approval=True)
+    def publish(text: str) -> str:
+        """Publish a text."""
+        written.append(text)
+        return "published"
+
+    return [publish]
+
+
+async def test_an_undecided_child_call_suspends_child_and_parent_and_a_decision_routes_down() -> (
+    None
+):
+    store, written = MemoryStore(), []
+    writer = Agent(
+        ScriptedModel([call("publish", {"text": "hi"}), "Published."]),
+        gated_writer_tools(written),
+        store=store,
+    )
+    parent_model = ScriptedModel([call("writer", {"task": "publish hi"}), "All done."])
+    parent = Agent(parent_model, [writer.as_tool(name="writer", description="w")], store=store)
+    first = await parent.run("go")
+    assert first.status == "awaiting_approval"
+    (pending,) = first.pending
+    (record,) = (await store.load(first.run_id)).calls
+    assert (pending.tool, pending.run_id) == ("publish", record.child_run_id)
+    assert [p.call_id for p in await pending_tree(store, first.run_id)] == [pending.call_id]
+    assert (await store.load(record.child_run_id or "")).status == "awaiting_approval"
+    assert written == []
+    done = await parent.resume(first.run_id, {pending.call_id: Approve()})
+    assert (done.status, done.output, written) == ("done", "All done.", ["hi"])
+    assert parent_model.requests[1].messages[-1].content == "Published."
+
+
+async def test_a_decision_for_an_unknown_call_of_the_tree_changes_nothing() -> None:
+    store = MemoryStore()
+    writer = Agent(
+        ScriptedModel([call("publish", {"text": "hi"}), "x"]), gated_writer_tools([]), store=store
+    )
+    parent = Agent(
+        ScriptedModel([call("writer", {"task": "t"}), "y"]),
+        [writer.as_tool(name="writer", description="w")],
+        store=store,
+    )
+    first = await parent.run("go")
+    with pytest.raises(DecisionError):
+        await parent.resume(first.run_id, {"nope": Approve()})
+    again = await parent.resume(first.run_id)
+    assert again.status == "awaiting_approval"
