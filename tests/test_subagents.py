@@ -12,6 +12,7 @@ from loopstate import (
     Agent,
     Approve,
     DecisionError,
+    Deny,
     MemoryStore,
     ScriptedModel,
     SQLiteStore,
@@ -164,3 +165,75 @@ async def test_a_decision_for_an_unknown_call_of_the_tree_changes_nothing() -> N
         await parent.resume(first.run_id, {"nope": Approve()})
     again = await parent.resume(first.run_id)
     assert again.status == "awaiting_approval"
+
+
+def money(sent: list[int]):
+    @tool(needs_approval=True)
+    def transfer(amount: int) -> str:
+        """Transfer money."""
+        sent.append(amount)
+        return "sent"
+
+    return transfer
+
+
+def approve_everything(requests):
+    return {r.call_id: Approve() for r in requests}
+
+
+@pytest.mark.parametrize("disguise", ["same name, no gate", "other name, same function"])
+async def test_delegating_cannot_get_a_gated_call_past_the_top_level_approver(
+    disguise: str,
+) -> None:
+    sent: list[int] = []
+    transfer = money(sent)
+    name = "transfer" if disguise.startswith("same") else "tip_jar"
+    ungated = tool(name=name)(transfer.fn)  # the parent's gated function, handed down ungated
+    helper = Agent(
+        ScriptedModel([call(name, {"amount": 500}), "Paid."]),
+        [ungated],
+        approver=approve_everything,  # the child's own approver approves anything
+        auto_approve=True,  # and it would auto-approve every gated call
+    )
+    store, asked = MemoryStore(), []
+
+    def top(requests):  # the person at the top decides nothing yet
+        asked.extend((r.tool, r.arguments["amount"]) for r in requests)
+        return {}
+
+    parent = Agent(
+        ScriptedModel([call("helper", {"task": "pay 500"}), "ok"]),
+        [transfer, helper.as_tool(name="helper", description="Pays things.")],
+        approver=top,
+        store=store,
+    )
+    first = await parent.run("go")
+    assert first.status == "awaiting_approval"
+    assert [(p.tool, p.arguments["amount"]) for p in first.pending] == [(name, 500)]
+    assert (asked, sent) == ([(name, 500)], [])
+    denied = await parent.resume(first.run_id, {first.pending[0].call_id: Deny("no")})
+    assert (denied.status, sent) == ("done", [])
+
+
+async def test_a_child_that_shares_the_parents_gated_tool_waits_for_the_parents_approver() -> None:
+    sent: list[int] = []
+    transfer = money(sent)
+    helper = Agent(
+        ScriptedModel([call("transfer", {"amount": 7}), "Paid."]),
+        [transfer],
+        approver=approve_everything,
+    )
+    decided: list[str] = []
+
+    def top(requests):
+        decided.extend(r.tool for r in requests)
+        return {r.call_id: Deny("not today") for r in requests}
+
+    parent = Agent(
+        ScriptedModel([call("helper", {"task": "pay 7"}), "ok"]),
+        [helper.as_tool(name="helper", description="Pays things.")],
+        approver=top,
+        store=MemoryStore(),
+    )
+    result = await parent.run("go")
+    assert (result.status, decided, sent) == ("done", ["transfer"], [])
