@@ -71,6 +71,13 @@ async def test_a_child_call_decided_by_the_cli_elsewhere_lets_child_then_parent_
 
         loopstate = ("-m", "loopstate")
         db = ("--db", env["LOOPSTATE_DB"])
+        shown = run(env, *loopstate, "runs", "show", first["run_id"], *db)
+        assert shown.returncode == 0, shown.stderr
+        tree = shown.stdout.split("sub-agents:")[1]
+        assert f"↳ p1 writer → run {child_id}: awaiting_approval" in tree
+        assert "    assistant  → c1 publish" in tree  # the child's conversation, indented
+        waiting = run(env, *loopstate, "runs", "pending", *db)
+        assert f'c1  publish {{"text": "hi"}}  (in run {child_id})' in waiting.stdout
         approve = run(env, *loopstate, "approve", first["run_id"], "c1", *db)
         assert approve.returncode == 0, approve.stderr
         child = await store.load(child_id or "")
