@@ -14,10 +14,13 @@ from loopstate import (
     DecisionError,
     Deny,
     MemoryStore,
+    Recorder,
+    ReplayDivergence,
     ScriptedModel,
     SQLiteStore,
     Usage,
     pending_tree,
+    replay,
     tool,
     usage_tree,
 )
@@ -237,3 +240,56 @@ async def test_a_child_that_shares_the_parents_gated_tool_waits_for_the_parents_
     )
     result = await parent.run("go")
     assert (result.status, decided, sent) == ("done", ["transfer"], [])
+
+
+async def test_a_recorded_parent_replays_with_its_sub_agents_recorded_runs_and_no_model(
+    tmp_path: Path,
+) -> None:
+    def team(child_model, parent_model, published: list[str], **kw):
+        writer = Agent(child_model, gated_writer_tools(published), instructions="You write.")
+        delegate = writer.as_tool(name="writer", description="w", direct_return=True)
+        return Agent(parent_model, [delegate], store=MemoryStore(), **kw)
+
+    def approver(requests):
+        return {r.call_id: Approve() for r in requests}
+
+    tape, published = tmp_path / "team.jsonl", []
+    recording = team(
+        ScriptedModel([call("publish", {"text": "hi"}), "Published hi."]),
+        ScriptedModel([call("writer", {"task": "publish hi"})]),
+        published,
+        approver=approver,
+        hooks=[Recorder(tape)],
+    )
+    recorded = await recording.run("go")
+    assert (recorded.output, published) == ("Published hi.", ["hi"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["team--call_1_1.jsonl", "team.jsonl"]
+
+    silent = ScriptedModel([])  # any model call would raise: replay must not need one
+    replayed = await replay(tape, team(silent, silent, published))
+    assert (replayed.status, replayed.output, replayed.stop_reason) == (
+        "done",
+        "Published hi.",
+        "direct_return",
+    )
+    assert published == ["hi"]  # the child's tool did not run again
+    assert silent.requests == []
+
+
+async def test_a_sub_agent_that_asks_otherwise_than_recorded_diverges_in_replay(
+    tmp_path: Path,
+) -> None:
+    tape = tmp_path / "team.jsonl"
+    recording, _ = supervisor(
+        MemoryStore(),
+        ScriptedModel(["Owls."]),
+        ScriptedModel([call("writer", {"task": "owls"}), "ok"]),
+        hooks=[Recorder(tape)],
+    )
+    await recording.run("go")
+    changed = Agent(ScriptedModel([]), writer_tools([]), instructions="Be terse.")
+    parent = Agent(
+        ScriptedModel([]), [changed.as_tool(name="writer", description="Writes paragraphs.")]
+    )
+    with pytest.raises(ReplayDivergence, match="differs"):
+        await replay(tape, parent)

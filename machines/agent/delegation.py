@@ -15,7 +15,7 @@ the child whatever the child declares, and the child auto-approves only if its a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from loopstate.engine.approval import Approver, Gate
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunNotFound
+from loopstate.engine.hooks import Hooks
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, ParentLink
 from loopstate.engine.store import Store
@@ -55,6 +56,8 @@ class AgentTool(Tool):
     """The child's output ends the parent run as its output, with no further model call."""
     inherited_gates: Mapping[str, Tool] = field(default_factory=dict)
     """Gated tools of the runs above the one that holds this tool: they stay gated below."""
+    replayed: Callable[[str], Agent] | None = None
+    """Under replay: the sub-agent that replays the recorded child run of a call (by id)."""
 
 
 class ChildOutcome(Frozen):
@@ -77,6 +80,8 @@ class ChildScope:
     approver: Approver | None
     auto_approve: bool
     gates: Mapping[str, Tool]
+    recorder: Hooks | None = None
+    """The recorder of the child's cassette when the parent run is recorded."""
 
 
 def child_run_id(parent_run_id: str, call_id: str) -> str:
@@ -117,7 +122,10 @@ async def _outcome(store: Store, result: RunResult) -> ChildOutcome:
 def _under(agent: Agent, scope: ChildScope) -> Agent:
     """`agent` as a child of `scope`: same store, the top-level approver, stricter gates."""
     tools = [_stricter(t, scope.gates) for t in agent.tools]
+    hooks = agent.options.hooks
+    own = list(hooks.hooks) if hooks is not None else []
     return agent.clone(
+        hooks=[*own, scope.recorder] if scope.recorder is not None else own,
         store=scope.store,
         approver=scope.approver,
         auto_approve=scope.auto_approve and bool(agent.options.auto_approve),
@@ -159,8 +167,11 @@ class Delegations:
         found = self.loop.config.tools.get(name)
         return found if isinstance(found, AgentTool) else None
 
-    def scope(self, tool: AgentTool) -> ChildScope:
+    def scope(self, tool: AgentTool, agent: Agent, call_id: str) -> ChildScope:
         options, tools = self.loop.config.options, self.loop.config.tools
+        hooks = self.loop.core.hooks
+        # a `Recorder` (duck-typed: `import loopstate` must not import the recorder)
+        recorders = [h for h in hooks.hooks if hasattr(h, "for_child")] if hooks else []
         gates = {**tool.inherited_gates}
         gates.update({n: t for n, t in tools.items() if t.needs_approval is not False})
         return ChildScope(
@@ -168,6 +179,7 @@ class Delegations:
             approver=options.approver,
             auto_approve=options.auto_approve,
             gates=gates,
+            recorder=recorders[0].for_child(call_id, agent.model) if recorders else None,
         )
 
     async def run(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
@@ -175,7 +187,8 @@ class Delegations:
         loop = self.loop
         tool = self.tool(record.tool)
         assert tool is not None
-        assert tool.agent is not None
+        agent = tool.agent if tool.replayed is None else tool.replayed(record.call_id)
+        assert agent is not None
         if record.child_run_id is None:
             record = record.evolve(child_run_id=child_run_id(loop.state.run_id, record.call_id))
             loop.state = loop.state.replace_call(record)
@@ -184,11 +197,11 @@ class Delegations:
         arguments = record.executed_arguments or {}
         parent = ParentLink(run_id=loop.state.run_id, call_id=record.call_id, name=tool.name)
         outcome = await run_child(
-            tool.agent,
+            agent,
             str(arguments.get("task", "")),
             run_id=record.child_run_id,
             parent=parent,
-            scope=self.scope(tool),
+            scope=self.scope(tool, agent, record.call_id),
         )
         return with_outcome(record, outcome, tool)
 
