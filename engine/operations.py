@@ -145,7 +145,8 @@ async def abort_run(
 
     Every non-final state of every machine loopstate drives accepts `abort` into `aborted`
     (checked when a machine is built), so the transitions are recorded without the machine:
-    the agent loop's (if it has not ended), then a flow's phase."""
+    the agent loop's (if it has not ended), then a flow's phase. The sub-agents' runs it
+    waits for are aborted too."""
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
@@ -153,6 +154,9 @@ async def abort_run(
         await store.save(ended, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(run_id, owner=owner)
+    for call in filter(delegated, state.batch):
+        assert call.child_run_id is not None
+        await abort_run(store, call.child_run_id, reason, actor=actor, clock=clock)
     return RunResult.of(ended)
 
 

@@ -68,16 +68,16 @@ async def run_tree(store: Store, run_id: str) -> RunTree:
 def tree_pending(tree: RunTree) -> list[ApprovalRequest]:
     """The calls waiting for a person anywhere in `tree`, each with the `run_id` it belongs
     to; a call that waits for its sub-agent is not listed, the sub-agent's calls are."""
-    found: list[ApprovalRequest] = []
-    for node in tree.walk():
-        state = node.state
-        if state.state in ENDED:
-            continue
-        found += [
-            c.request().model_copy(update={"run_id": state.run_id})
-            for c in state.batch
-            if c.status == "awaiting" and not delegated(c)
-        ]
+    state = tree.state
+    if state.state in ENDED:  # nothing below an ended run waits for anyone
+        return []
+    found = [
+        c.request().model_copy(update={"run_id": state.run_id})
+        for c in state.batch
+        if c.status == "awaiting" and not delegated(c)
+    ]
+    for _, child in tree.children:
+        found += tree_pending(child)
     return found
 
 

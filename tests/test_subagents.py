@@ -16,6 +16,7 @@ from loopstate import (
     MemoryStore,
     Recorder,
     ReplayDivergence,
+    RunNotResumable,
     ScriptedModel,
     SQLiteStore,
     Usage,
@@ -293,3 +294,27 @@ async def test_a_sub_agent_that_asks_otherwise_than_recorded_diverges_in_replay(
     )
     with pytest.raises(ReplayDivergence, match="differs"):
         await replay(tape, parent)
+
+
+async def test_a_sub_agents_run_resumes_only_through_its_parent_and_aborts_with_it() -> None:
+    store, published = MemoryStore(), []
+    writer = Agent(
+        ScriptedModel([call("publish", {"text": "hi"}), "x"]),
+        gated_writer_tools(published),
+        store=store,
+        approver=approve_everything,
+    )
+    parent = Agent(
+        ScriptedModel([call("writer", {"task": "t"}), "y"]),
+        [writer.as_tool(name="writer", description="w")],
+        store=store,
+    )
+    first = await parent.run("go")
+    child_id = first.pending[0].run_id or ""
+    with pytest.raises(RunNotResumable, match="is sub-agent 'writer' of run"):
+        await writer.resume(child_id)  # its own approve-everything approver is no way around
+    assert published == []
+    ended = await parent.abort(first.run_id, "not now")
+    assert ended.status == "aborted"
+    assert (await store.load(child_id)).status == "aborted"
+    assert await parent.pending(first.run_id) == []

@@ -135,6 +135,11 @@ class Agent:
         """Start the child run `run_id` of a parent (see `as_tool`; flows' phases use it)."""
         return await self._run(prompt, run_id, None, parent)
 
+    async def resume_child(self, run_id: str) -> RunResult:
+        """Continue the child run `run_id` for its parent (see `as_tool`): only its parent's
+        run resumes a sub-agent's run, so that its gates and approver are the parent's."""
+        return await self._resume(run_id, None, None, "parent", None, None, as_child=True)
+
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
         """What waits for a decision in the stored run `run_id` and every run it delegated to
         (each request names its `run_id`)."""
@@ -242,6 +247,8 @@ class Agent:
         owner: str | None,
         feed: Hooks | None,
         drain: asyncio.Event | None = None,
+        *,
+        as_child: bool = False,
     ) -> RunResult:
         owner = owner or lease_owner()
         state = await self.store.acquire(
@@ -253,7 +260,7 @@ class Agent:
                 # a message queued on the stored run (`queue_message`): this resume takes it
                 message, state = state.queued_message, state.evolve(queued_message=None)
                 core.state = state
-            _check_resumable(state, decisions, message)
+            _check_resumable(state, decisions, message, as_child=as_child)
             check_tools(state, self._loop.tools)
             check_instructions(state, self.instructions)
             loop = LoopSteps(core, self._turn(state))
@@ -322,9 +329,19 @@ class Agent:
 
 
 def _check_resumable(
-    state: RunState, decisions: Mapping[str, Decision] | None, message: str | None
+    state: RunState,
+    decisions: Mapping[str, Decision] | None,
+    message: str | None,
+    *,
+    as_child: bool = False,
 ) -> None:
     run_id = state.run_id
+    parent = state.parent
+    if parent is not None and parent.call_id is not None and not as_child:
+        raise RunNotResumable(
+            f"run {run_id} is sub-agent {parent.name!r} of run {parent.run_id}: resume that "
+            "run (decisions for this run's calls given to it are routed here)"
+        )
     if state.flow is not None:
         raise RunNotResumable(f"run {run_id} is a flow's run; resume it with its Flow")
     if state.state in (AgentLoop.failed.id, AgentLoop.aborted.id):

@@ -102,7 +102,7 @@ async def run_child(
         result = await child.start_child(prompt, run_id=run_id, parent=parent)
     else:
         ended = state.status in ("done", "failed", "aborted")
-        result = RunResult.of(state) if ended else await child.resume(run_id, actor="parent")
+        result = RunResult.of(state) if ended else await child.resume_child(run_id)
     return await _outcome(scope.store, result)
 
 
