@@ -273,8 +273,8 @@ class LoopSteps(OnCore):
             await hooks.before_tool(record)
         started = time.perf_counter()
         run = self.config.tool_runner or self.executor.run
-        if self.delegations.tool(record.tool) is not None:
-            run = self.delegations.run
+        if self.config.tool_runner is None and self.delegations.tool(record.tool) is not None:
+            run = self.delegations.run  # a sub-agent: its child run, in this process
         finished = await run(record, self.context(record.call_id, record.tool))
         if hooks is not None:
             replacement = await hooks.after_tool(finished, finished.result or "")
