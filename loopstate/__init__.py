@@ -47,7 +47,6 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.engine.tree import RunTree, UsageReport, pending_tree, run_tree, usage_tree
 from loopstate.machines.agent import Agent
-from loopstate.machines.agent.delegation import AgentTool
 from loopstate.machines.agent.loop import AgentLoop
 
 # Imported now, not on first use: `loopstate.replay` is also this submodule's name, and once the
@@ -107,7 +106,6 @@ __all__ = [
     "Abort",
     "Agent",
     "AgentLoop",
-    "AgentTool",
     "ApprovalPolicy",
     "ApprovalRequest",
     "Approve",

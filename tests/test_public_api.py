@@ -8,7 +8,7 @@ import sys
 import loopstate
 
 PUBLIC = [
-    "Abort", "Agent", "AgentLoop", "AgentTool", "ApprovalPolicy", "ApprovalRequest", "Approve",
+    "Abort", "Agent", "AgentLoop", "ApprovalPolicy", "ApprovalRequest", "Approve",
     "AssistantMessage", "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError",
     "DefinitionError", "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine",
     "FlowResult", "Gate", "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message",

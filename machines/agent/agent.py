@@ -33,7 +33,7 @@ from loopstate.engine.sync import blocking
 from loopstate.engine.tool import Tool
 from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
-from loopstate.machines.agent.delegation import AgentTool, agent_tool
+from loopstate.machines.agent.delegation import agent_tool
 from loopstate.machines.agent.fit import check_instructions, check_tools
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
@@ -118,7 +118,7 @@ class Agent:
         """Start a run and drive it until it ends or suspends."""
         return await self._run(prompt, run_id, None)
 
-    def as_tool(self, *, name: str, description: str, direct_return: bool = False) -> AgentTool:
+    def as_tool(self, *, name: str, description: str, direct_return: bool = False) -> Tool:
         """The agent as a tool another agent can call: each call is a child run of this agent
         in the parent's store (its own id, tools, audit trail and diagram), given the task the
         parent's model wrote. Its gated calls go to the parent run's approver (its own

@@ -137,7 +137,8 @@ def _stricter(tool: Tool, gates: Mapping[str, Tool]) -> Tool:
     """`tool`, gated also wherever a gate above gates a tool of its name or function."""
     if isinstance(tool, AgentTool):
         tool = replace(tool, inherited_gates=gates)
-    above = [g for g in gates.values() if g.name == tool.name or g.fn is tool.fn]
+    same_fn = not isinstance(tool, AgentTool)  # every sub-agent tool shares one stub fn
+    above = [g for g in gates.values() if g.name == tool.name or (same_fn and g.fn is tool.fn)]
     if not above or tool.external:
         return tool
 
