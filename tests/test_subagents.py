@@ -318,3 +318,32 @@ async def test_a_sub_agents_run_resumes_only_through_its_parent_and_aborts_with_
     assert ended.status == "aborted"
     assert (await store.load(child_id)).status == "aborted"
     assert await parent.pending(first.run_id) == []
+
+
+async def test_a_gate_holds_two_delegations_down_and_the_grandchild_waits_for_the_top() -> None:
+    sent: list[int] = []
+    transfer = money(sent)
+    store = MemoryStore()
+    payer = Agent(
+        ScriptedModel([call("transfer", {"amount": 3}), "Paid."]),
+        [tool(name="transfer")(transfer.fn)],  # ungated, two levels below the gate
+        auto_approve=True,
+    )
+    manager = Agent(
+        ScriptedModel([call("payer", {"task": "pay 3"}), "Payer done."]),
+        [payer.as_tool(name="payer", description="Pays.")],
+    )
+    top = Agent(
+        ScriptedModel([call("manager", {"task": "get 3 paid"}), "All paid."]),
+        [transfer, manager.as_tool(name="manager", description="Manages.")],
+        store=store,
+    )
+    first = await top.run("go")
+    (pending,) = first.pending
+    assert (pending.tool, sent) == ("transfer", [])
+    grandchild = await store.load(pending.run_id or "")
+    assert grandchild.parent is not None
+    assert grandchild.parent.name == "payer"
+    done = await top.resume(first.run_id, {pending.call_id: Approve()})
+    assert (done.status, done.output, sent) == ("done", "All paid.", [3])
+    assert sorted((await top.usage(done.run_id)).by_agent) == ["main", "manager", "payer"]
