@@ -138,6 +138,9 @@ class ApprovalRequest(Frozen):
     allowed: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions this call's tool accepts (`@tool(allowed_decisions=...)`); any other is
     refused wherever it comes from."""
+    run_id: str | None = None
+    """The run the call belongs to, when listed with the runs it delegated to (`pending_tree`):
+    a sub-agent's call may wait in a child run."""
 
 
 class Gate(Frozen):

@@ -8,9 +8,10 @@ same decision path as any other decision.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from loopstate.engine.approval import as_decision
+from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError, RunNotResumable
@@ -18,6 +19,7 @@ from loopstate.engine.result import RunResult
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.tree import delegated, owner_of, run_tree
 
 
 async def queue_decision(
@@ -31,38 +33,85 @@ async def queue_decision(
 ) -> RunState:
     """Record `decision` for a pending call of a suspended run; refused (`DecisionError`,
     nothing stored) if the call is unknown, not awaiting a decision, already has one queued,
-    was decided for other arguments, or an edit does not fit the tool's schema."""
+    was decided for other arguments, or an edit does not fit the tool's schema. A call that
+    waits in a run this one delegated to (a sub-agent's) is recorded on that run."""
     decision = as_decision(decision)
+    if any(map(delegated, (await store.load(run_id)).batch)):
+        run_id = owner_of(await run_tree(store, run_id), call_id) or run_id
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
-        if state.state != "awaiting_approval":
-            raise RunNotResumable(f"run {run_id} is {state.status}, not awaiting approval")
-        call = next((c for c in state.batch if c.call_id == call_id), None)
-        if call is None:
-            pending = ", ".join(p.call_id for p in state.pending) or "none"
-            raise DecisionError(f"run {run_id} has no call {call_id} (pending: {pending})")
-        if call.status != "awaiting" or any(q.call_id == call_id for q in state.inbox):
-            raise DecisionError(f"call {call_id} of run {run_id} is already decided")
-        if decision.digest is not None and decision.digest != call.digest:
-            raise DecisionError(
-                f"decision for call {call_id} was made for other arguments "
-                f"(digest {decision.digest}, the call's is {call.digest})"
-            )
-        call.check_allowed(decision.kind)
-        if decision.kind == "result":
-            call.check_result(decision.value)
-        if decision.kind == "edit":
-            call.check_edit(decision.arguments)
-        bound = decision.model_copy(update={"digest": call.digest})
         now = clock()
-        queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=now)
+        queued = checked(state, call_id, decision, actor=actor, at=now)
         # A change of the run for everyone who follows it (listings, the event log).
         state = state.evolve(inbox=(*state.inbox, queued), updated_at=max(now, state.updated_at))
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
         return state
     finally:
         await store.release(run_id, owner=owner)
+
+
+def checked(
+    state: RunState, call_id: str, decision: Decision, *, actor: str, at: float
+) -> QueuedDecision:
+    """`decision` for `call_id`, bound to its arguments, once it can be queued on `state`."""
+    run_id = state.run_id
+    if state.state != "awaiting_approval":
+        raise RunNotResumable(f"run {run_id} is {state.status}, not awaiting approval")
+    call = next((c for c in state.batch if c.call_id == call_id), None)
+    if call is None:
+        pending = ", ".join(p.call_id for p in state.pending) or "none"
+        raise DecisionError(f"run {run_id} has no call {call_id} (pending: {pending})")
+    if call.status != "awaiting" or any(q.call_id == call_id for q in state.inbox):
+        raise DecisionError(f"call {call_id} of run {run_id} is already decided")
+    if decision.digest is not None and decision.digest != call.digest:
+        raise DecisionError(
+            f"decision for call {call_id} was made for other arguments "
+            f"(digest {decision.digest}, the call's is {call.digest})"
+        )
+    call.check_allowed(decision.kind)
+    if decision.kind == "result":
+        call.check_result(decision.value)
+    if decision.kind == "edit":
+        call.check_edit(decision.arguments)
+    bound = decision.model_copy(update={"digest": call.digest})
+    return QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=at)
+
+
+Routed = dict[str, dict[str, Decision]]
+"""Decisions for the calls of child runs: by child run id, then call id."""
+
+
+async def route_decisions(
+    store: Store, state: RunState, decisions: Mapping[str, Any] | None
+) -> tuple[dict[str, Any] | None, Routed]:
+    """Split `decisions` (by call id) given to the run `state` into its own and those for
+    calls that wait in runs it delegated to, each checked as `queue_decision` would
+    (`DecisionError` before anything is recorded)."""
+    if not decisions or not any(map(delegated, state.batch)):
+        return (dict(decisions) if decisions else None), {}
+    tree = await run_tree(store, state.run_id)
+    own: dict[str, Any] = {}
+    routed: Routed = {}
+    for call_id, decision in decisions.items():
+        target = owner_of(tree, call_id)
+        if target is None or target == state.run_id:
+            own[call_id] = decision
+        else:
+            routed.setdefault(target, {})[call_id] = as_decision(decision)
+    for node in tree.walk():
+        for call_id, decision in routed.get(node.state.run_id, {}).items():
+            checked(node.state, call_id, decision, actor="check", at=0.0)
+    return own, routed
+
+
+async def queue_routed(
+    store: Store, routed: Routed, *, actor: str, clock: Clock = system_clock
+) -> None:
+    """Record the decisions `route_decisions` sent to child runs; applied when each resumes."""
+    for run_id, decisions in routed.items():
+        for call_id, decision in decisions.items():
+            await queue_decision(store, run_id, call_id, decision, actor=actor, clock=clock)
 
 
 async def queue_message(
@@ -98,7 +147,8 @@ async def abort_run(
 
     Every non-final state of every machine loopstate drives accepts `abort` into `aborted`
     (checked when a machine is built), so the transitions are recorded without the machine:
-    the agent loop's (if it has not ended), then a flow's phase."""
+    the agent loop's (if it has not ended), then a flow's phase. The sub-agents' runs it
+    waits for are aborted too."""
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
@@ -106,6 +156,9 @@ async def abort_run(
         await store.save(ended, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(run_id, owner=owner)
+    for call in filter(delegated, state.batch):
+        assert call.child_run_id is not None
+        await abort_run(store, call.child_run_id, reason, actor=actor, clock=clock)
     return RunResult.of(ended)
 
 

@@ -41,10 +41,11 @@ from loopstate.engine.models.scripted import ScriptedModel, Turn
 from loopstate.engine.options import StopCondition
 from loopstate.engine.policies import ApprovalPolicy, Rule, chain_approvers
 from loopstate.engine.result import RunResult
-from loopstate.engine.state import CallRecord, RunState, Transition
+from loopstate.engine.state import CallRecord, ParentLink, RunState, Transition
 from loopstate.engine.store import MemoryStore, RunSummary, Store
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.tool import Tool, ToolContext
+from loopstate.engine.tree import RunTree, UsageReport, pending_tree, run_tree, usage_tree
 from loopstate.machines.agent import Agent
 from loopstate.machines.agent.loop import AgentLoop
 
@@ -134,6 +135,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Output",
+    "ParentLink",
     "Phase",
     "PostgresStore",
     "Recorder",
@@ -149,6 +151,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "RunSummary",
+    "RunTree",
     "SQLiteStore",
     "ScriptExhausted",
     "ScriptedModel",
@@ -168,14 +171,18 @@ __all__ = [
     "Turn",
     "UnexpectedRequest",
     "Usage",
+    "UsageReport",
     "UserMessage",
     "chain_approvers",
     "compose",
     "has_tool_call",
     "merge",
+    "pending_tree",
     "replay",
     "replay_flow",
     "replay_sync",
+    "run_tree",
     "step_count_is",
     "tool",
+    "usage_tree",
 ]

@@ -23,6 +23,7 @@ from loopstate.engine.store import MemoryStore
 from loopstate.engine.sync import blocking
 from loopstate.machines.agent import Agent
 from loopstate.machines.flows import Flow, FlowResult
+from loopstate.replay_children import ChildReplays
 
 
 async def replay(
@@ -43,8 +44,12 @@ async def replay(
     and instructions); with one, its instructions, tools and machine are checked against it.
     `prompt` (default: the recorded one) is what the run starts from, so a test that changes
     its prompt diverges at step 1.
+
+    Sub-agents (`Agent.as_tool`) of a recorded `agent` replay too: each child run from its
+    own cassette next to `cassette` (given as a path), recorded by the parent's `Recorder`.
     """
     tape = load(cassette)
+    children = ChildReplays(None if isinstance(cassette, Cassette) else Path(cassette), live_tools)
     model = ReplayModel(tape)
     turns = tape.model_turns()
     if not turns:
@@ -61,9 +66,9 @@ async def replay(
     run_id = runs[0]["run_id"] if runs else "replay"
     replaying = base.clone(
         model=model,
-        tools=real if live_tools and real is not None else stand_in_tools(tape, real),
+        tools=children.tools(tape, real, children.path),
         ids=lambda: run_id,  # the recorded id: tools that use it see what they saw
-        approver=_approver(tape, base, live_approver),
+        approver=_approver(tape, base, live_approver, children.tapes()),
         store=MemoryStore(),
         hooks=None,
         auto_approve=False,
@@ -71,13 +76,18 @@ async def replay(
     )
     result = await replaying.run(opening)
     _raise_divergence(model)
+    if (child := children.divergence()) is not None:
+        raise child.with_traceback(None) from None
     _check(tape, result)
     return result
 
 
-def _approver(tape: Cassette, target: Agent | Flow, live: bool) -> Any:
-    """The recorded decisions, or with `live` the target's own approver (None: suspend)."""
-    return target._options["approver"] if live else recorded_approver(tape)
+def _approver(
+    tape: Cassette, target: Agent | Flow, live: bool, children: Sequence[Cassette] = ()
+) -> Any:
+    """The recorded decisions (the sub-agents' too), or with `live` the target's own approver
+    (None: suspend)."""
+    return target._options["approver"] if live else recorded_approver(tape, *children)
 
 
 def _raise_divergence(model: ReplayModel) -> None:

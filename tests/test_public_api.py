@@ -12,14 +12,15 @@ PUBLIC = [
     "AssistantMessage", "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError",
     "DefinitionError", "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine",
     "FlowResult", "Gate", "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message",
-    "Model", "ModelError", "ModelRequest", "ModelResponse", "Output", "Phase", "PostgresStore",
-    "Recorder", "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel", "Rule",
-    "RunBusy", "RunFailure", "RunNotFound", "RunNotResumable", "RunResult", "RunState",
-    "RunSummary", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
-    "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall", "ToolContext",
+    "Model", "ModelError", "ModelRequest", "ModelResponse", "Output", "ParentLink", "Phase",
+    "PostgresStore", "Recorder", "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel",
+    "Rule", "RunBusy", "RunFailure", "RunNotFound", "RunNotResumable", "RunResult", "RunState",
+    "RunSummary", "RunTree", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition",
+    "Store", "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall", "ToolContext",
     "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition", "Turn",
-    "UnexpectedRequest", "Usage", "UserMessage", "chain_approvers", "compose", "has_tool_call",
-    "merge", "replay", "replay_flow", "replay_sync", "step_count_is", "tool",
+    "UnexpectedRequest", "Usage", "UsageReport", "UserMessage", "chain_approvers", "compose",
+    "has_tool_call", "merge", "pending_tree", "replay", "replay_flow", "replay_sync", "run_tree",
+    "step_count_is", "tool", "usage_tree"
 ]  # fmt: skip
 
 

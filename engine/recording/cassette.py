@@ -237,3 +237,8 @@ class Cassette:
     def outcome(self) -> dict[str, Any] | None:
         outcomes = self.of_kind("outcome")
         return outcomes[-1] if outcomes else None
+
+
+def child_cassette(path: Path, call_id: str) -> Path:
+    """Where the cassette at `path` keeps the child run of its call `call_id`."""
+    return path.with_name(f"{path.stem}--{call_id}{path.suffix}")

@@ -28,6 +28,7 @@ from loopstate.engine.recording.cassette import (
     FORMAT,
     VERSION,
     Digester,
+    child_cassette,
     dumps,
     safe_settings,
     scrubber,
@@ -49,6 +50,11 @@ class Recorder(Hooks):
         self._settings: dict[str, Any] = settings if isinstance(settings, dict) else {}
         self._scrub = scrubber(secret_values(self._settings, os.environ))
         self._reset()
+
+    def for_child(self, call_id: str, model: Any = None) -> Recorder:
+        """A recorder for the child run that call `call_id` delegated to (a sub-agent), at
+        `child_cassette(self.path, call_id)`: replay finds it there."""
+        return Recorder(child_cassette(self.path, call_id), model=model)
 
     def _reset(self) -> None:
         self._digester = Digester(self._scrub)

@@ -139,15 +139,22 @@ def stand_in_tools(cassette: Cassette, tools: Sequence[Tool] | None = None) -> l
     ]
 
 
-def recorded_approver(cassette: Cassette) -> Any:
+def recorded_approver(cassette: Cassette, *children: Cassette) -> Any:
+    """The decisions recorded in `cassette` (and in its `children`'s, the cassettes of the
+    sub-agents' runs, whose calls the top-level approver decided), by call id and tool."""
     decisions = {
-        cid: _DECISION.validate_python(d["decision"])
-        for cid, d in cassette.decisions().items()
+        (cid, d["tool"]): _DECISION.validate_python(d["decision"])
+        for tape in (cassette, *children)
+        for cid, d in tape.decisions().items()
         if d["decision"]["kind"] != "auto"
     }
 
     async def approver(requests: list[ApprovalRequest]) -> Mapping[str, Decision]:
-        return {r.call_id: decisions[r.call_id] for r in requests if r.call_id in decisions}
+        return {
+            r.call_id: decisions[r.call_id, r.tool]
+            for r in requests
+            if (r.call_id, r.tool) in decisions
+        }
 
     return approver
 

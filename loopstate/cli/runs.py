@@ -17,6 +17,7 @@ from typing import Any
 
 from loopstate.cli.errors import report
 from loopstate.cli.lookup import load_agent, resolve_run
+from loopstate.cli.runs_tree import pending_lines, tree_lines
 from loopstate.cli.runs_view import show_json, show_lines, table
 from loopstate.cli.standing import (
     add_always_options,
@@ -31,9 +32,11 @@ from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
 from loopstate.engine.store import Store
 from loopstate.engine.stores.sqlite import DEFAULT_BUSY_TIMEOUT_S
+from loopstate.engine.tree import run_tree, tree_pending
 
 __all__ = ["load_agent", "register"]
 
+_EVERY = 1_000_000
 Command = Callable[[argparse.Namespace, Store], Coroutine[Any, Any, int]]
 
 
@@ -47,6 +50,10 @@ def register(subparsers: Any) -> None:
     show = _command(which, "show", _show, help="one run: conversation, tool calls, transitions")
     show.add_argument("run", help="a run id, or a unique start of one")
     show.add_argument("--json", action="store_true", help="the whole stored run, as JSON")
+    pending = _command(
+        which, "pending", _pending, help="calls waiting for a decision, sub-agents' included"
+    )
+    pending.add_argument("run", nargs="?", help="only this run (default: every waiting run)")
 
     for name, helptext in (
         ("approve", "approve a pending call (or --all of them)"),
@@ -156,10 +163,27 @@ def _listed(state: Any) -> dict[str, Any]:
 
 
 async def _show(args: argparse.Namespace, store: Store) -> int:
-    state = await store.load(args.run)
-    print(show_json(state) if args.json else "\n".join(show_lines(state)))
-    if not args.json and (standing := remembered_lines(state)):
+    tree = await run_tree(store, args.run)
+    if args.json:
+        print(show_json(tree.state))
+    elif not tree.children:
+        print("\n".join(show_lines(tree.state)))
+    else:
+        lines = show_lines(tree.state, pending=False)
+        print("\n".join([*lines, *tree_lines(tree), *pending_lines(tree)]))
+    if not args.json and (standing := remembered_lines(tree.state)):
         print("\n".join(shown(line) for line in standing))
+    return 0
+
+
+async def _pending(args: argparse.Namespace, store: Store) -> int:
+    if args.run is not None:
+        runs = [args.run]
+    else:
+        waiting = await store.list_runs(status="awaiting_approval", limit=_EVERY)
+        runs = [r.run_id for r in waiting if (await store.load(r.run_id)).parent is None]
+    lines = [line for run_id in runs for line in pending_lines(await run_tree(store, run_id))]
+    print("\n".join(lines).strip() if lines else "no call waits for a decision")
     return 0
 
 
@@ -176,25 +200,29 @@ async def _decide(args: argparse.Namespace, store: Store) -> int:
     if args.command == "result":
         form["value"] = _json_value(args.value)
     decision = as_decision(form)  # the one parser of decisions: an edit is checked here
-    for call in await _calls(args, store):
-        await queue_decision(store, args.run, call, decision, actor=args.actor)
-        print(shown(f"{args.command} recorded for {call} of run {args.run}; applies at resume"))
+    for run_id, call in await _calls(args, store):
+        queued = await queue_decision(store, run_id, call, decision, actor=args.actor)
+        print(
+            shown(f"{args.command} recorded for {call} of run {queued.run_id}; applies at resume")
+        )
     if isinstance(remember := form.get("remember"), dict):
         print(shown(f"remembered as rule {remember['name']!r} for later calls it matches"))
     print(f"continue the run with: loopstate resume {args.run} --agent MODULE:ATTR")
     return 0
 
 
-async def _calls(args: argparse.Namespace, store: Store) -> list[str]:
-    """The call the command names, or with `--all` every call still waiting."""
+async def _calls(args: argparse.Namespace, store: Store) -> list[tuple[str, str]]:
+    """The call the command names, or with `--all` every call still waiting (in the run and
+    in its sub-agents' runs), each with its run."""
     every = getattr(args, "all", False)
     if every == (args.call is not None):
         raise DefinitionError(f"{args.command} takes a CALL or --all (one of the two)")
     if args.call is not None:
-        return [str(args.call)]
-    state = await store.load(args.run)
-    queued = {q.call_id for q in state.inbox}
-    calls = [p.call_id for p in state.pending if p.call_id not in queued]
+        return [(args.run, str(args.call))]
+    tree = await run_tree(store, args.run)
+    queued = {(n.state.run_id, q.call_id) for n in tree.walk() for q in n.state.inbox}
+    calls = [(p.run_id or args.run, p.call_id) for p in tree_pending(tree)]
+    calls = [c for c in calls if c not in queued]
     if not calls:
         raise DefinitionError(f"run {args.run} has no call waiting for a decision")
     return calls

@@ -60,8 +60,9 @@ def table(states: Sequence[RunState], *, width: int | None = None) -> list[str]:
     ]  # fmt: skip
 
 
-def show_lines(state: RunState) -> list[str]:
-    """The lines of `runs show`: what the run is, its conversation, transitions, what waits."""
+def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
+    """The lines of `runs show`: what the run is, its conversation, transitions, what waits
+    (unless `pending` is False: a run with sub-agents lists its whole tree's instead)."""
     lines = [
         f"run {state.run_id} ({state.machine}): {state.status}, {state.steps} steps, "
         f"started {ago(state.created_at)} ago, updated {ago(state.updated_at)} ago",
@@ -77,7 +78,7 @@ def show_lines(state: RunState) -> list[str]:
     lines += [
         "",
         "conversation:",
-        *(line for m in state.messages for line in _message(m)),
+        *(line for m in state.messages for line in message_lines(m)),
         "",
         "transitions:",
     ]
@@ -85,7 +86,7 @@ def show_lines(state: RunState) -> list[str]:
         who = f" by {t.actor}" if t.actor else ""
         why = f": {t.reason}" if t.reason else ""
         lines.append(f"  {t.seq:>3}  {t.source} → {t.target}  [{t.event}{who}{why}]")
-    lines += _pending(state)
+    lines += _pending(state) if pending else []
     return [shown(line) for line in lines]
 
 
@@ -109,7 +110,7 @@ def _pending(state: RunState) -> list[str]:
     return lines
 
 
-def _message(message: Message) -> list[str]:
+def message_lines(message: Message) -> list[str]:
     """One line per text and per tool call, the role first."""
     if isinstance(message, AssistantMessage):
         calls = [f"→ {c.id} {c.function.name}({_cut(c.function.arguments, 200)})"

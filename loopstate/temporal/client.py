@@ -108,7 +108,8 @@ class TemporalRuns:
             memo = await execution.memo()
             agent_name = str(memo.get("loopstate_agent", ""))
             for request in memo.get("loopstate_pending", []):
-                calls.append(PendingCall(run_id=execution.id, agent=agent_name, **request))
+                where = {"run_id": execution.id, "agent": agent_name}
+                calls.append(PendingCall(**{**request, **where}))
         return calls
 
     async def decide(

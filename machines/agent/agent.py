@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import Approver, Decision, Result, SyncApprover
+from loopstate.engine.approval import ApprovalRequest, Approver, Decision, Result, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -18,15 +18,22 @@ from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
-from loopstate.engine.operations import abort_run, forget_decision
+from loopstate.engine.operations import (
+    abort_run,
+    forget_decision,
+    queue_routed,
+    route_decisions,
+)
 from loopstate.engine.options import RunOptions, StopCondition, hook_chain
 from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
-from loopstate.engine.state import RunState
+from loopstate.engine.state import ParentLink, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.sync import blocking
 from loopstate.engine.tool import Tool
+from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
+from loopstate.machines.agent.delegation import agent_tool
 from loopstate.machines.agent.fit import check_instructions, check_tools
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
@@ -111,6 +118,37 @@ class Agent:
         """Start a run and drive it until it ends or suspends."""
         return await self._run(prompt, run_id, None)
 
+    def as_tool(self, *, name: str, description: str, direct_return: bool = False) -> Tool:
+        """The agent as a tool another agent can call: each call is a child run of this agent
+        in the parent's store (its own id, tools, audit trail and diagram), given the task the
+        parent's model wrote. Its gated calls go to the parent run's approver (its own
+        `approver` is not used, and it auto-approves only if the parent does); a tool the
+        parent gates stays gated in the child. If a call is left undecided the child and the
+        parent suspend together: the parent's `pending` lists the child's calls, and a
+        decision for one given to the parent (`resume`, `loopstate approve`) is routed to it.
+        The child's answer is the call's result; with `direct_return=True` it ends the
+        parent run as its output, with no further model call. A child that fails or is
+        aborted is a failed call. See `usage` for usage rolled up over the tree."""
+        return agent_tool(self, name=name, description=description, direct_return=direct_return)
+
+    async def start_child(self, prompt: str, *, run_id: str, parent: ParentLink) -> RunResult:
+        """Start the child run `run_id` of a parent (see `as_tool`; flows' phases use it)."""
+        return await self._run(prompt, run_id, None, parent)
+
+    async def resume_child(self, run_id: str) -> RunResult:
+        """Continue the child run `run_id` for its parent (see `as_tool`): only its parent's
+        run resumes a sub-agent's run, so that its gates and approver are the parent's."""
+        return await self._resume(run_id, None, None, "parent", None, None, as_child=True)
+
+    async def pending(self, run_id: str) -> list[ApprovalRequest]:
+        """What waits for a decision in the stored run `run_id` and every run it delegated to
+        (each request names its `run_id`)."""
+        return await pending_tree(self.store, run_id)
+
+    async def usage(self, run_id: str) -> UsageReport:
+        """The stored run's usage: its own, the total with its sub-agents' runs, and per agent."""
+        return usage_report(await run_tree(self.store, run_id))
+
     def stream(
         self, prompt: str | Sequence[Message], *, run_id: str | None = None
     ) -> RunStream[RunResult]:
@@ -131,7 +169,11 @@ class Agent:
         return RunStream(lambda feed: self._resume(run_id, decisions, message, actor, None, feed))
 
     async def _run(
-        self, prompt: str | Sequence[Message], run_id: str | None, feed: Hooks | None
+        self,
+        prompt: str | Sequence[Message],
+        run_id: str | None,
+        feed: Hooks | None,
+        parent: ParentLink | None = None,
     ) -> RunResult:
         options = self.options
         owner, now = lease_owner(), self.clock()
@@ -142,6 +184,7 @@ class Agent:
             messages=self._opening(prompt),
             created_at=now,
             updated_at=now,
+            parent=parent,
         )
         await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
         core = self._core(state, owner, feed)
@@ -150,7 +193,7 @@ class Agent:
             await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
             await self._run_start(state)
             await core.drive(loop)
-        return RunResult.of(core.state, tuple(core.events))
+        return await self._result(core)
 
     def run_sync(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """`run` for code that is not async. Inside a running event loop (a notebook, an
@@ -204,6 +247,8 @@ class Agent:
         owner: str | None,
         feed: Hooks | None,
         drain: asyncio.Event | None = None,
+        *,
+        as_child: bool = False,
     ) -> RunResult:
         owner = owner or lease_owner()
         state = await self.store.acquire(
@@ -215,7 +260,7 @@ class Agent:
                 # a message queued on the stored run (`queue_message`): this resume takes it
                 message, state = state.queued_message, state.evolve(queued_message=None)
                 core.state = state
-            _check_resumable(state, decisions, message)
+            _check_resumable(state, decisions, message, as_child=as_child)
             check_tools(state, self._loop.tools)
             check_instructions(state, self.instructions)
             loop = LoopSteps(core, self._turn(state))
@@ -229,13 +274,15 @@ class Agent:
             else:
                 if message is not None:
                     core.state = with_message(core.state, message)
+                decisions, routed = await route_decisions(self.store, state, decisions)
                 recovered = await loop.decisions.prepare(decisions, actor)
+                await queue_routed(self.store, routed, actor=actor, clock=self.clock)
                 if state.state == AgentLoop.model_failed.id:
                     await loop.retry(actor=actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
             await self._run_start(core.state)
             await core.drive(loop, drain=drain)
-        return RunResult.of(core.state, tuple(core.events))
+        return await self._result(core)
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
@@ -255,6 +302,16 @@ class Agent:
         return await forget_decision(
             self.store, run_id, tool, rule=rule, actor=actor, reason=reason, clock=self.clock
         )
+
+    async def _result(self, core: RunCore) -> RunResult:
+        """What `run`/`resume` return; a run that waits for a sub-agent lists the calls its
+        tree waits for."""
+        result = RunResult.of(core.state, tuple(core.events))
+        state = core.state
+        if state.status == "awaiting_approval" and any(map(delegated, state.batch)):
+            pending = await pending_tree(self.store, core.state.run_id)
+            result = result.model_copy(update={"pending": tuple(pending)})
+        return result
 
     def _turn(self, state: RunState) -> LoopConfig:
         """The loop's configuration for the run's current turn: its step budget counts from
@@ -283,9 +340,19 @@ class Agent:
 
 
 def _check_resumable(
-    state: RunState, decisions: Mapping[str, Decision] | None, message: str | None
+    state: RunState,
+    decisions: Mapping[str, Decision] | None,
+    message: str | None,
+    *,
+    as_child: bool = False,
 ) -> None:
     run_id = state.run_id
+    parent = state.parent
+    if parent is not None and parent.call_id is not None and not as_child:
+        raise RunNotResumable(
+            f"run {run_id} is sub-agent {parent.name!r} of run {parent.run_id}: resume that "
+            "run (decisions for this run's calls given to it are routed here)"
+        )
     if state.flow is not None:
         raise RunNotResumable(f"run {run_id} is a flow's run; resume it with its Flow")
     if state.state in (AgentLoop.failed.id, AgentLoop.aborted.id):

@@ -34,10 +34,12 @@ class Decisions:
         """The `awaiting_approval` step: announce the calls that wait; ask the approver, if
         any; move on once every call is decided, or wait (False) for decisions from outside."""
         loop, core = self.loop, self.loop.core
+        await loop.delegations.resume_waiting()
         await self.apply_remembered()
         waiting = [c for c in loop.state.batch if c.status == "awaiting"]
         approver = loop.config.options.approver
-        requests = [c.request() for c in waiting]
+        # a call that waits for its sub-agent is announced in the sub-agent's run
+        requests = [c.request() for c in waiting if c.child_run_id is None]
         asked = [r for r in requests if not r.external]  # a result comes from outside
         # Announced with their complete arguments whoever decides: an approver now, or
         # someone after the run has suspended (a streamed run's reader sees what waits).

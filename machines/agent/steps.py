@@ -34,6 +34,7 @@ from loopstate.engine.streaming import DeltaRelay, StreamingModel
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.conversation import queued_message
 from loopstate.machines.agent.decisions import Decisions
+from loopstate.machines.agent.delegation import Delegations
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
 
 P = ParamSpec("P")
@@ -80,6 +81,7 @@ class LoopSteps(OnCore):
             denial_message=config.options.denial_message,
         )
         self.decisions = Decisions(self)
+        self.delegations = Delegations(self)
         self._definitions = tuple(t.definition for t in config.tools.values())
         self._unsaved_results = 0
         self._used_ids: set[str] | None = None
@@ -236,8 +238,13 @@ class LoopSteps(OnCore):
             async with asyncio.TaskGroup() as group:
                 for record in running:
                     group.create_task(self._run_call(record))
+        if any(c.status == "awaiting" for c in self.state.batch):  # a sub-agent waits
+            self.send(Cause("a sub-agent waits for decisions", "system"), self.machine.reapprove)
+            await self.core.save()
+            return False
         batch = self.state.batch
         stop = self._stop_reason()
+        direct = self.delegations.direct_output()
         update: dict[str, Any] = {
             "messages": (
                 *self.state.messages,
@@ -250,6 +257,8 @@ class LoopSteps(OnCore):
                 *(c.evolve(result=None, parameters=None) for c in batch),
             ),
         }
+        if direct is not None:  # a sub-agent's answer is the run's (direct return)
+            stop, update["output"] = "direct_return", direct
         if stop is not None:
             update["stop_reason"] = stop
         self.state = self.state.evolve(**update)
@@ -264,6 +273,8 @@ class LoopSteps(OnCore):
             await hooks.before_tool(record)
         started = time.perf_counter()
         run = self.config.tool_runner or self.executor.run
+        if self.config.tool_runner is None and self.delegations.tool(record.tool) is not None:
+            run = self.delegations.run  # a sub-agent: its child run, in this process
         finished = await run(record, self.context(record.call_id, record.tool))
         if hooks is not None:
             replacement = await hooks.after_tool(finished, finished.result or "")

@@ -1,0 +1,48 @@
+"""`runs show` and `runs pending` for a run that delegated to sub-agents: each child run
+indented under the call that started it, and what waits for a decision anywhere in the tree.
+Model-chosen text is escaped (`shown`)."""
+
+from __future__ import annotations
+
+from loopstate.cli.runs_view import message_lines
+from loopstate.cli.text import shown, shown_json
+from loopstate.engine.approval import ApprovalRequest
+from loopstate.engine.tree import RunTree, tree_pending
+
+_INDENT = "    "
+
+
+def tree_lines(tree: RunTree, depth: int = 1) -> list[str]:
+    """The sub-agents' runs of `tree`, each under its call, its conversation indented."""
+    lines: list[str] = []
+    if depth == 1 and tree.children:
+        lines += ["", "sub-agents:"]
+    calls = {c.call_id: c for c in tree.state.calls}
+    for call_id, child in tree.children:
+        state, pad = child.state, _INDENT * depth
+        name = calls[call_id].tool if call_id in calls else "?"
+        lines.append(
+            f"{pad[:-2]}↳ {call_id} {name} → run {state.run_id}: {state.status}, "
+            f"{state.steps} steps"
+        )
+        if state.output:
+            lines.append(f"{pad}output: {' '.join(state.output.split())[:300]}")
+        lines += [pad + line.strip() for m in state.messages for line in message_lines(m)]
+        lines += tree_lines(child, depth + 1)
+    return [shown(line) for line in lines]
+
+
+def pending_lines(tree: RunTree) -> list[str]:
+    """What waits for a decision in `tree`, each call with the run it waits in."""
+    pending = tree_pending(tree)
+    if not pending:
+        return []
+    lines = ["", "waiting for a decision (in this run and its sub-agents' runs):"]
+    lines += [_request(p, tree) for p in pending]
+    lines.append(f"decide with: loopstate approve {tree.state.run_id} CALL (or deny/edit; --all)")
+    return lines
+
+
+def _request(p: ApprovalRequest, tree: RunTree) -> str:
+    where = "" if p.run_id == tree.state.run_id else f"  (in run {p.run_id})"
+    return shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{where}")

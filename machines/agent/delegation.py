@@ -1,0 +1,258 @@
+"""Sub-agents as tools: a call that runs another `Agent` as a child run in the parent's store.
+
+    parent call ──start or resume──▶ child run (its own id, tools, audit trail)
+         ▲                               │ done(output) │ suspended │ failed
+         └────── result / waits / fails ◀┘
+
+The child's id is derived from the parent's run id and call id (`child_run_id`), and the
+parent's call records it before the child starts: a parent resumed after a crash continues
+the same child, never a second one. The child decides nothing on its own: its gated calls go
+to the top-level approver (the parent run's), a tool that an ancestor gates stays gated in
+the child whatever the child declares, and the child auto-approves only if its ancestors do
+(the stricter policy wins). `run_child` is the one entry point (flows' phases reuse it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from loopstate.engine.approval import Approver, Gate
+from loopstate.engine.data import Frozen
+from loopstate.engine.errors import RunNotFound
+from loopstate.engine.hooks import Hooks
+from loopstate.engine.result import RunResult
+from loopstate.engine.state import CallRecord, ParentLink
+from loopstate.engine.store import Store
+from loopstate.engine.tool import Tool, ToolContext
+from loopstate.engine.tree import pending_tree
+from loopstate.engine.truncation import truncate
+
+if TYPE_CHECKING:
+    from loopstate.machines.agent.agent import Agent
+    from loopstate.machines.agent.steps import LoopSteps
+
+
+class DelegatedTask(BaseModel):
+    """What the parent's model sends a sub-agent."""
+
+    task: str = Field(description="The task for the sub-agent, with everything it needs to know.")
+
+
+def _runs_in_its_parent(task: str) -> str:
+    raise RuntimeError("a sub-agent runs through its parent's loop, not as a plain function")
+
+
+@dataclass(frozen=True)
+class AgentTool(Tool):
+    """A tool that delegates to a sub-agent (`Agent.as_tool`): each call is a child run."""
+
+    agent: Agent | None = None
+    direct_return: bool = False
+    """The child's output ends the parent run as its output, with no further model call."""
+    inherited_gates: Mapping[str, Tool] = field(default_factory=dict)
+    """Gated tools of the runs above the one that holds this tool: they stay gated below."""
+    replayed: Callable[[str], Agent] | None = None
+    """Under replay: the sub-agent that replays the recorded child run of a call (by id)."""
+
+
+class ChildOutcome(Frozen):
+    """How a child run stands for its parent's call."""
+
+    kind: Literal["done", "suspended", "failed"]
+    run_id: str
+    output: str = ""
+    """The child's answer (done), or why it failed."""
+    pending: int = 0
+    """Calls waiting for a decision in the child and its own children (suspended)."""
+
+
+@dataclass(frozen=True)
+class ChildScope:
+    """What a child run takes from the run that starts it: the store, the top-level approver,
+    whether that run auto-approves, and every gate above it."""
+
+    store: Store
+    approver: Approver | None
+    auto_approve: bool
+    gates: Mapping[str, Tool]
+    recorder: Hooks | None = None
+    """The recorder of the child's cassette when the parent run is recorded."""
+
+
+def child_run_id(parent_run_id: str, call_id: str) -> str:
+    """The child run of `call_id` in `parent_run_id`: deterministic and URL-safe."""
+    digest = hashlib.sha256(f"{parent_run_id}\0{call_id}".encode()).hexdigest()
+    return f"sub_{digest[:32]}"
+
+
+async def run_child(
+    agent: Agent, prompt: str, *, run_id: str, parent: ParentLink, scope: ChildScope
+) -> ChildOutcome:
+    """Start the child run `run_id` of `agent`, or resume it if the store has it (an ended
+    child is only read), and report how it stands."""
+    child = _under(agent, scope)
+    try:
+        state = await scope.store.load(run_id)
+    except RunNotFound:
+        result = await child.start_child(prompt, run_id=run_id, parent=parent)
+    else:
+        ended = state.status in ("done", "failed", "aborted")
+        result = RunResult.of(state) if ended else await child.resume_child(run_id)
+    return await _outcome(scope.store, result)
+
+
+async def _outcome(store: Store, result: RunResult) -> ChildOutcome:
+    run_id = result.run_id
+    match result.status:
+        case "done":
+            return ChildOutcome(kind="done", run_id=run_id, output=result.output or "")
+        case "awaiting_approval":
+            pending = len(await pending_tree(store, run_id))
+            return ChildOutcome(kind="suspended", run_id=run_id, pending=pending)
+        case _:
+            why = result.error or result.stop_reason or "no reason recorded"
+            return ChildOutcome(kind="failed", run_id=run_id, output=f"{result.status}: {why}")
+
+
+def _under(agent: Agent, scope: ChildScope) -> Agent:
+    """`agent` as a child of `scope`: same store, the top-level approver, stricter gates."""
+    tools = [_stricter(t, scope.gates) for t in agent.tools]
+    hooks = agent.options.hooks
+    own = list(hooks.hooks) if hooks is not None else []
+    return agent.clone(
+        hooks=[*own, scope.recorder] if scope.recorder is not None else own,
+        store=scope.store,
+        approver=scope.approver,
+        auto_approve=scope.auto_approve and bool(agent.options.auto_approve),
+        tools=tools,
+    )
+
+
+def _stricter(tool: Tool, gates: Mapping[str, Tool]) -> Tool:
+    """`tool`, gated also wherever a gate above gates a tool of its name or function."""
+    if isinstance(tool, AgentTool):
+        tool = replace(tool, inherited_gates=gates)
+    same_fn = not isinstance(tool, AgentTool)  # every sub-agent tool shares one stub fn
+    above = [g for g in gates.values() if g.name == tool.name or (same_fn and g.fn is tool.fn)]
+    if not above or tool.external:
+        return tool
+
+    def gate(args: BaseModel, ctx: ToolContext[Any]) -> bool | Gate:
+        own = tool.gated(args, ctx)
+        if own:
+            return own
+        for g in above:
+            try:
+                verdict = g.gated(g.validate(args.model_dump()), ctx)
+            except Exception:  # the gate above cannot judge these arguments: ask
+                return True
+            if verdict:
+                return verdict
+        return False
+
+    return replace(tool, needs_approval=gate)
+
+
+class Delegations:
+    """The agent loop's side of delegation: runs its sub-agent calls as child runs."""
+
+    def __init__(self, loop: LoopSteps) -> None:
+        self.loop = loop
+
+    def tool(self, name: str) -> AgentTool | None:
+        found = self.loop.config.tools.get(name)
+        return found if isinstance(found, AgentTool) else None
+
+    def scope(self, tool: AgentTool, agent: Agent, call_id: str) -> ChildScope:
+        options, tools = self.loop.config.options, self.loop.config.tools
+        hooks = self.loop.core.hooks
+        # a `Recorder` (duck-typed: `import loopstate` must not import the recorder)
+        recorders = [h for h in hooks.hooks if hasattr(h, "for_child")] if hooks else []
+        gates = {**tool.inherited_gates}
+        gates.update({n: t for n, t in tools.items() if t.needs_approval is not False})
+        return ChildScope(
+            store=options.store,
+            approver=options.approver,
+            auto_approve=options.auto_approve,
+            gates=gates,
+            recorder=recorders[0].for_child(call_id, agent.model) if recorders else None,
+        )
+
+    async def run(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
+        """Run (or continue) the call's child run; the parent records the child's id first."""
+        loop = self.loop
+        tool = self.tool(record.tool)
+        assert tool is not None
+        agent = tool.agent if tool.replayed is None else tool.replayed(record.call_id)
+        assert agent is not None
+        if record.child_run_id is None:
+            record = record.evolve(child_run_id=child_run_id(loop.state.run_id, record.call_id))
+            loop.state = loop.state.replace_call(record)
+            await loop.core.save()
+        assert record.child_run_id is not None
+        arguments = record.executed_arguments or {}
+        parent = ParentLink(run_id=loop.state.run_id, call_id=record.call_id, name=tool.name)
+        outcome = await run_child(
+            agent,
+            str(arguments.get("task", "")),
+            run_id=record.child_run_id,
+            parent=parent,
+            scope=self.scope(tool, agent, record.call_id),
+        )
+        return with_outcome(record, outcome, tool)
+
+    async def resume_waiting(self) -> None:
+        """Continue every child run the batch waits for; record those that have finished."""
+        loop = self.loop
+        for record in loop.state.batch:
+            if record.status != "awaiting" or record.child_run_id is None:
+                continue
+            finished = await self.run(record, loop.context(record.call_id, record.tool))
+            loop.state = loop.state.replace_call(finished)
+
+    def direct_output(self) -> str | None:
+        """The output of the batch's first sub-agent call that ends the run (direct return)."""
+        for record in self.loop.state.batch:
+            tool = self.tool(record.tool)
+            if tool is not None and tool.direct_return and record.status == "succeeded":
+                return record.result or ""
+        return None
+
+
+def with_outcome(record: CallRecord, outcome: ChildOutcome, tool: Tool) -> CallRecord:
+    """The parent's call as its child stands: succeeded with its output, failed with why,
+    or waiting for the child (like an external call whose result the child supplies)."""
+    match outcome.kind:
+        case "done":
+            text = truncate(outcome.output, tool.max_result_chars)
+            return record.evolve(status="succeeded", result=text, decided_by="sub-agent")
+        case "failed":
+            text = f"Error: sub-agent {tool.name} (run {outcome.run_id}) {outcome.output}"
+            return record.evolve(status="failed", result=truncate(text, tool.max_result_chars))
+        case "suspended":
+            reason = (
+                f"{tool.name} waits: its run {outcome.run_id} has {outcome.pending} "
+                "call(s) to decide"
+            )
+            return record.evolve(
+                status="awaiting", reason=reason, external=True, allowed=("abort",)
+            )
+
+
+def agent_tool(agent: Agent, *, name: str, description: str, direct_return: bool) -> AgentTool:
+    """The tool `Agent.as_tool` returns."""
+    return AgentTool(
+        name=name,
+        description=description,
+        args_model=DelegatedTask,
+        fn=_runs_in_its_parent,
+        idempotent=True,  # a rerun after a crash continues the same child run
+        category="sub-agent",
+        agent=agent,
+        direct_return=direct_return,
+    )
