@@ -8,7 +8,6 @@ through the one entry point sub-agents use (`run_child`), its output read back t
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,11 +29,11 @@ class PhaseOutcome:
     why: str = ""
 
 
-def phase_run_id(run_id: str, phase: str, visit: int) -> str:
-    """The child run of `phase`'s `visit`-th entry (the flow's transition count then) in
-    `run_id`: deterministic, URL-safe, different each time a gate sends the flow back."""
-    digest = hashlib.sha256(f"{run_id}\0{phase}\0{visit}".encode()).hexdigest()
-    return f"sub_{digest[:32]}"
+def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
+    """The next child run of `phase` in `run_id`, `<run>.<phase>.<n>` (n counts the phase's
+    child runs from 1): readable, and different each time a gate sends the flow back."""
+    prefix = f"{run_id}.{phase}."
+    return f"{prefix}{sum(c.startswith(prefix) for c in children) + 1}"
 
 
 async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions) -> PhaseOutcome:
@@ -43,7 +42,7 @@ async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions)
     assert core.state.flow is not None
     flow = core.state.flow
     if flow.child is None:
-        child = phase_run_id(core.state.run_id, bound.name, len(core.state.transitions))
+        child = phase_run_id(core.state.run_id, bound.name, flow.children)
         flow = flow.evolve(child=child, children=(*flow.children, child))
         core.state = core.state.evolve(flow=flow)
         await core.save()
