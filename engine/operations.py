@@ -19,7 +19,7 @@ from loopstate.engine.result import RunResult
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
-from loopstate.engine.tree import delegated, owner_of, run_tree
+from loopstate.engine.tree import owner_of, run_tree, waited_children, waits_on_child
 
 
 async def queue_decision(
@@ -36,7 +36,7 @@ async def queue_decision(
     was decided for other arguments, or an edit does not fit the tool's schema. A call that
     waits in a run this one delegated to (a sub-agent's) is recorded on that run."""
     decision = as_decision(decision)
-    if any(map(delegated, (await store.load(run_id)).batch)):
+    if waits_on_child(await store.load(run_id)):
         run_id = owner_of(await run_tree(store, run_id), call_id) or run_id
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
@@ -88,7 +88,7 @@ async def route_decisions(
     """Split `decisions` (by call id) given to the run `state` into its own and those for
     calls that wait in runs it delegated to, each checked as `queue_decision` would
     (`DecisionError` before anything is recorded)."""
-    if not decisions or not any(map(delegated, state.batch)):
+    if not decisions or not waits_on_child(state):
         return (dict(decisions) if decisions else None), {}
     tree = await run_tree(store, state.run_id)
     own: dict[str, Any] = {}
@@ -156,9 +156,8 @@ async def abort_run(
         await store.save(ended, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(run_id, owner=owner)
-    for call in filter(delegated, state.batch):
-        assert call.child_run_id is not None
-        await abort_run(store, call.child_run_id, reason, actor=actor, clock=clock)
+    for child in waited_children(state):
+        await abort_run(store, child, reason, actor=actor, clock=clock)
     return RunResult.of(ended)
 
 

@@ -244,6 +244,11 @@ class FlowPosition(Frozen):
     """Calls before this index have been folded into `data`."""
     awaiting_input: bool = False
     """The phase's loop ended and the phase waits for the user's next message."""
+    child: str | None = None
+    """The child run the current phase's agent runs in (an agent phase), once named: a flow
+    resumed after a crash continues that run instead of starting another."""
+    children: tuple[str, ...] = ()
+    """Every child run the flow's agent phases started, in order."""
 
     def status(self, loop_state: str) -> RunStatus | None:
         """The flow's own statuses: waiting for the user; running between phases (its loop

@@ -65,9 +65,9 @@ def ready(state: RunState) -> bool:
     """Whether the run can continue without anyone's input, once no live lease holds it:
     it is `running` (a holder that stopped before it did left it so), it awaits approval and
     every pending call has a queued decision, or it answered (an agent run that is `done`, a
-    flow `awaiting_input`) and a user message was queued for it (`queue_message`). A sub-agent's
-    run is never ready on its own: its parent's run continues it."""
-    if state.parent is not None and state.parent.call_id is not None:
+    flow `awaiting_input`) and a user message was queued for it (`queue_message`). A child run
+    (a sub-agent's, an agent phase's) is never ready on its own: its parent's run continues it."""
+    if state.parent is not None:
         return False
     if state.status == "running":
         return True

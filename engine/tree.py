@@ -1,8 +1,9 @@
 """A run and the child runs it delegated to (sub-agents used as tools), read from a store:
 the whole tree, what waits for a decision anywhere in it, and its usage rolled up.
 
-A parent's call that delegated keeps its child's id (`CallRecord.child_run_id`), and the
-child keeps its parent (`RunState.parent`), so the tree is found from the store alone: no
+A parent's call that delegated keeps its child's id (`CallRecord.child_run_id`), a flow keeps
+its agent phases' (`FlowPosition.children`), and the child keeps its parent
+(`RunState.parent`), so the tree is found from the store alone: no
 agent, no model, no tool is needed to list or decide what it waits for.
 """
 
@@ -26,7 +27,8 @@ class RunTree(Frozen):
 
     state: RunState
     children: tuple[tuple[str, RunTree], ...] = ()
-    """(the parent's call id, the child's tree), in the order of the calls."""
+    """(the parent's call id, the child's tree), in the order of the calls; an agent phase's
+    child is keyed by its own run id."""
 
     def walk(self) -> Iterator[RunTree]:
         """The tree and every descendant, depth first."""
@@ -50,16 +52,39 @@ def delegated(call: CallRecord) -> bool:
     return call.child_run_id is not None and call.status == "awaiting"
 
 
+def waits_on_child(state: RunState) -> bool:
+    """Whether the run waits for a child run: a sub-agent's call, or an agent phase's run."""
+    if state.flow is not None and state.flow.child is not None:
+        return state.state == "awaiting_approval"
+    return any(map(delegated, state.batch))
+
+
+def waited_children(state: RunState) -> list[str]:
+    """The child runs `state` waits for (see `waits_on_child`)."""
+    if not waits_on_child(state):
+        return []
+    if state.flow is not None and state.flow.child is not None:
+        return [state.flow.child]
+    return [c.child_run_id for c in state.batch if delegated(c) and c.child_run_id is not None]
+
+
+def child_runs(state: RunState) -> list[tuple[str, str]]:
+    """(key, run id) of every child run `state` started: a delegating call's (keyed by the
+    call id) and an agent phase's (keyed by its run id), in order."""
+    found = [(c.call_id, c.child_run_id) for c in state.calls if c.child_run_id is not None]
+    if state.flow is not None:
+        found += [(run_id, run_id) for run_id in state.flow.children]
+    return found
+
+
 async def run_tree(store: Store, run_id: str) -> RunTree:
     """The stored run `run_id` with all its descendants (`RunNotFound` if it is not stored;
     a child not stored yet is left out)."""
     state = await store.load(run_id)
     children: list[tuple[str, RunTree]] = []
-    for call in state.calls:
-        if call.child_run_id is None:
-            continue
+    for key, child_id in child_runs(state):
         try:
-            children.append((call.call_id, await run_tree(store, call.child_run_id)))
+            children.append((key, await run_tree(store, child_id)))
         except RunNotFound:
             continue  # the parent stopped between naming the child and starting it
     return RunTree(state=state, children=tuple(children))

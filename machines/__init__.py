@@ -15,6 +15,7 @@ class _Shipped(Mapping[str, type]):
     _paths: ClassVar[dict[str, tuple[str, str]]] = {
         "agent": ("loopstate.machines.agent.loop", "AgentLoop"),
         "coaching": ("loopstate.machines.coaching", "CoachingFlow"),
+        "gauntlet": ("loopstate.machines.gauntlet", "Gauntlet"),
     }
 
     def __getitem__(self, name: str) -> type:

@@ -20,10 +20,12 @@ def tree_lines(tree: RunTree, depth: int = 1) -> list[str]:
     calls = {c.call_id: c for c in tree.state.calls}
     for call_id, child in tree.children:
         state, pad = child.state, _INDENT * depth
-        name = calls[call_id].tool if call_id in calls else "?"
+        if call_id in calls:
+            started_by = f"{call_id} {calls[call_id].tool}"
+        else:  # an agent phase's run
+            started_by = f"phase {state.parent.name if state.parent else '?'}"
         lines.append(
-            f"{pad[:-2]}↳ {call_id} {name} → run {state.run_id}: {state.status}, "
-            f"{state.steps} steps"
+            f"{pad[:-2]}↳ {started_by} → run {state.run_id}: {state.status}, {state.steps} steps"
         )
         if state.output:
             lines.append(f"{pad}output: {' '.join(state.output.split())[:300]}")

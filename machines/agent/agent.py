@@ -90,6 +90,7 @@ class Agent:
         self.tools = ToolRegistry(tools)
         self._options["tools"] = tuple(self.tools)
         self.instructions = instructions
+        self.stop_when = tuple(stop_when)
         self.options = RunOptions.of(self._options)
         self.store: Store = self.options.store
         self.clock = clock
@@ -348,7 +349,7 @@ def _check_resumable(
 ) -> None:
     run_id = state.run_id
     parent = state.parent
-    if parent is not None and parent.call_id is not None and not as_child:
+    if parent is not None and not as_child:
         raise RunNotResumable(
             f"run {run_id} is sub-agent {parent.name!r} of run {parent.run_id}: resume that "
             "run (decisions for this run's calls given to it are routed here)"

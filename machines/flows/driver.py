@@ -26,6 +26,7 @@ from loopstate.engine.options import RunOptions
 from loopstate.engine.state import FlowPosition
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
+from loopstate.machines.flows.children import run_phase_agent
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
 from loopstate.machines.flows.prompt import phase_view
@@ -74,6 +75,8 @@ class FlowSteps(OnCore):
             return False
         bound = self._phase()
         state = self.state
+        if bound.agent is not None and state.state not in LOOP_FINAL:
+            return await self._delegate(bound)
         if bound.spec.action is not None and state.state not in LOOP_FINAL:
             data = bound.spec.action(dict(self.flow.data))
             self._move(state="done", data=data, stop_reason="action")
@@ -91,7 +94,7 @@ class FlowSteps(OnCore):
         return True
 
     def end(self, how: Ending, cause: Cause) -> None:
-        if self.state.state not in LOOP_FINAL:
+        if self.state.state not in LOOP_FINAL and self._phase().agent is None:
             self.loop.end(how, cause)
         event = self.machine.fail if how == "fail" else self.machine.abort
         self._send(cause, event)
@@ -111,8 +114,23 @@ class FlowSteps(OnCore):
         self._move(awaiting_input=False)
         self._loop = None
 
+    async def _delegate(self, bound: BoundPhase) -> bool:
+        """An agent phase: start or continue its child run; its output lands in the data."""
+        outcome = await run_phase_agent(self.core, bound, self.config.options)
+        if outcome.kind == "suspended":
+            self._move(state="awaiting_approval")
+            await self.core.save()
+            return False
+        if outcome.kind == "failed":
+            error = f"phase {bound.name!r}: {outcome.why}"
+            await self.core.end(self, "fail", Cause(error, "flow"), error=error)
+            return True
+        data = {**self.flow.data, str(bound.output_key): outcome.value}
+        self._move(state="done", stop_reason=f"agent {bound.name}", data=data, child=None)
+        return True
+
     async def _advance(self, bound: BoundPhase) -> bool:
-        missing = self._fold(bound)
+        missing = None if bound.agent is not None else self._fold(bound)
         if missing is not None:
             await self.core.end(self, "fail", Cause(missing, "flow"), error=missing)
             return True

@@ -12,16 +12,17 @@ from statemachine import StateChart
 from loopstate.engine.approval import Approver, Decision, Result, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
-from loopstate.engine.errors import DefinitionError, RunNotResumable
+from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
-from loopstate.engine.operations import abort_run
+from loopstate.engine.operations import abort_run, queue_routed, route_decisions
 from loopstate.engine.options import RunOptions
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.tree import pending_tree, waits_on_child
 from loopstate.machines.agent.agent import as_model
 from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
@@ -125,7 +126,7 @@ class Flow:
             await core.emit(RunStarted(**core.at(), machine=self.name, model=self._model_names()))
             await self._run_start(state)
             await core.drive(steps)
-        return FlowResult.of(core.state, tuple(core.events))
+        return await self._result(core)
 
     async def resume(
         self,
@@ -162,6 +163,8 @@ class Flow:
             recovered: tuple[str, ...] = ()
             if message is not None:
                 steps.user_replied(message, actor="user" if actor == "resume" else actor)
+            elif self.phases[state.phase or ""].agent is not None:
+                await _route(self.store, state, decisions, actor, self.clock)
             elif state.state in _LOOP_STATES:
                 recovered = await steps.loop.decisions.prepare(decisions, actor)
                 if state.state == AgentLoop.model_failed.id:
@@ -170,7 +173,7 @@ class Flow:
             await core.emit(RunResumed(**core.at(), state=phase, recovered=recovered))
             await self._run_start(state)
             await core.drive(steps, drain=drain)
-        return FlowResult.of(core.state, tuple(core.events))
+        return await self._result(core)
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
@@ -178,6 +181,15 @@ class Flow:
         _check_flow(state, self.name)
         ended = await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
         return FlowResult.of(await self.store.load(ended.run_id))
+
+    async def _result(self, core: RunCore) -> FlowResult:
+        """What `run`/`resume` return; a flow that waits for an agent phase's run lists the
+        calls that run (and its own sub-agents) wait for."""
+        result = FlowResult.of(core.state, tuple(core.events))
+        if waits_on_child(core.state):
+            pending = await pending_tree(self.store, core.state.run_id)
+            result = result.model_copy(update={"pending": tuple(pending)})
+        return result
 
     def _core(self, state: RunState, owner: str) -> RunCore:
         o = self.options
@@ -193,6 +205,23 @@ class Flow:
     def _model_names(self) -> str:
         names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)
         return ",".join(names)
+
+
+async def _route(
+    store: Store,
+    state: RunState,
+    decisions: Mapping[str, Decision] | None,
+    actor: str,
+    clock: Clock,
+) -> None:
+    """Record decisions given to the flow for its agent phase's calls on the runs they wait in."""
+    own, routed = await route_decisions(store, state, decisions)
+    if own:
+        raise DecisionError(
+            f"run {state.run_id} has no pending call {', '.join(own)} (its phase "
+            f"{state.phase!r} runs an agent: see the result's pending)"
+        )
+    await queue_routed(store, routed, actor=actor, clock=clock)
 
 
 def _check_resumable(

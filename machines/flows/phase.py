@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -17,6 +17,9 @@ from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.options import StopCondition
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.tool import Tool
+
+if TYPE_CHECKING:
+    from loopstate.machines.agent.agent import Agent
 
 FlowData = dict[str, Any]
 """What a flow has collected so far: JSON values by key."""
@@ -67,6 +70,15 @@ class Phase:
     action: DataStep | None = None
     max_steps: int = 10
     """Model calls per turn of the phase (a turn ends when the loop ends)."""
+    agent: Agent | None = None
+    """An agent phase: `agent` runs `task` as a child run of the flow's run, in its store,
+    with its own model, instructions and tools only (nothing of the flow's is inherited, and
+    no `instructions`, `tools` or `model` of the phase). Its gated calls go to the flow's
+    approver; if one is left undecided the flow suspends with it. With an `output`, the agent
+    must submit it (a `submit_<phase>` tool is added to its own); without one, its answer
+    lands in the data as text. A child that fails fails the flow."""
+    task: Instructions = ""
+    """An agent phase's task for its agent: a callable over the data or a template over it."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +94,14 @@ class BoundPhase:
     output: Output | None
     output_tool: str | None
     output_key: str | None
+    agent: Agent | None = None
+    """An agent phase's agent, with the output tool and the stops that end it once it has
+    submitted the output."""
 
     @staticmethod
     def build(name: str, spec: Phase, model: Model | None) -> BoundPhase:
+        if spec.agent is not None:
+            return _agent_phase(name, spec)
         if spec.action is None and model is None:
             raise DefinitionError(f"phase {name!r} has no model (give it one, or models=)")
         model = model if spec.action is None else None  # a code phase calls no model
@@ -108,8 +125,50 @@ class BoundPhase:
         return BoundPhase(name, spec, model, tools, stops, choice, output, tool_name, key)
 
     def instructions(self, data: FlowData) -> str:
-        template = self.spec.instructions
-        return template(data) if callable(template) else template.format_map(_Known(data))
+        return render(self.spec.instructions, data)
+
+    def task(self, data: FlowData) -> str:
+        """An agent phase's task, rendered over the data."""
+        return render(self.spec.task, data)
+
+
+def render(template: Instructions, data: FlowData) -> str:
+    return template(data) if callable(template) else template.format_map(_Known(data))
+
+
+_AGENT_PHASE_TAKES_NOTHING_OF = ("instructions", "tools", "model", "updates", "action")
+
+
+def _agent_phase(name: str, spec: Phase) -> BoundPhase:
+    """An agent phase bound: its agent given the output tool and stops."""
+    agent = spec.agent
+    assert agent is not None
+    given = [f for f in _AGENT_PHASE_TAKES_NOTHING_OF if getattr(spec, f)]
+    if given:
+        raise DefinitionError(
+            f"phase {name!r} runs agent and takes its {', '.join(given)} from it: "
+            "set them on the Agent"
+        )
+    if spec.waits_for_user:
+        raise DefinitionError(f"phase {name!r} runs an agent: it cannot wait for the user")
+    if not spec.task:
+        raise DefinitionError(f"phase {name!r} runs an agent: give it a task= (the prompt)")
+    output = Output(spec.output) if isinstance(spec.output, type) else spec.output
+    tool_name = key = None
+    if output is not None:
+        if output.attempts < 1:
+            raise DefinitionError(f"phase {name!r}: output attempts must be at least 1")
+        tool_name, key = output.tool or f"submit_{name}", output.key or name
+        if tool_name in {t.name for t in agent.tools}:
+            raise DefinitionError(f"phase {name!r}: its agent has a tool named {tool_name!r}")
+        stops = (has_tool_call(tool_name), _attempts_spent(tool_name, output.attempts))
+        agent = agent.clone(
+            tools=(*agent.tools, output_tool(tool_name, output)),
+            stop_when=(*stops, *agent.stop_when),
+            tool_choice="required",
+        )
+    key = key or name
+    return BoundPhase(name, spec, None, {}, (), "auto", output, tool_name, key, agent)
 
 
 class _Known(dict[str, Any]):

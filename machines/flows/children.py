@@ -1,0 +1,83 @@
+"""An agent phase's child run: named and saved before it starts, started or continued
+through the one entry point sub-agents use (`run_child`), its output read back typed.
+
+    flow run ──phase agent──▶ child run (its own id, tools, audit trail)
+        ▲                        │ done(output) │ suspended │ failed
+        └── data[key] / waits / fails ◀┘
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from loopstate.engine.core import RunCore
+from loopstate.engine.options import RunOptions
+from loopstate.engine.state import ParentLink
+from loopstate.machines.agent.delegation import ChildScope, run_child
+from loopstate.machines.flows.phase import BoundPhase, last_error
+
+
+@dataclass(frozen=True)
+class PhaseOutcome:
+    """How an agent phase's child run stands: its output (done), or why it failed."""
+
+    kind: Literal["done", "suspended", "failed"]
+    value: Any = None
+    why: str = ""
+
+
+def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
+    """The next child run of `phase` in `run_id`, `<run>.<phase>.<n>` (n counts the phase's
+    child runs from 1): readable, and different each time a gate sends the flow back."""
+    prefix = f"{run_id}.{phase}."
+    return f"{prefix}{sum(c.startswith(prefix) for c in children) + 1}"
+
+
+async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions) -> PhaseOutcome:
+    """Start or continue `bound`'s child run; the flow records the child's id first."""
+    assert bound.agent is not None
+    assert core.state.flow is not None
+    flow = core.state.flow
+    if flow.child is None:
+        child = phase_run_id(core.state.run_id, bound.name, flow.children)
+        flow = flow.evolve(child=child, children=(*flow.children, child))
+        core.state = core.state.evolve(flow=flow)
+        await core.save()
+    assert flow.child is not None
+    scope = ChildScope(
+        store=options.store,
+        approver=options.approver,
+        auto_approve=options.auto_approve,
+        gates={},
+    )
+    parent = ParentLink(run_id=core.state.run_id, phase=bound.name, name=bound.name)
+    task = bound.task(flow.data)
+    outcome = await run_child(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
+    if outcome.kind == "suspended":
+        return PhaseOutcome("suspended")
+    if outcome.kind == "failed":
+        return PhaseOutcome("failed", why=f"its agent's run {outcome.run_id} {outcome.output}")
+    if bound.output is None:
+        return PhaseOutcome("done", value=outcome.output)
+    return await _typed(options, bound, outcome.run_id)
+
+
+async def _typed(options: RunOptions, bound: BoundPhase, run_id: str) -> PhaseOutcome:
+    """The output the child submitted, validated; why not if it submitted none."""
+    assert bound.output is not None
+    assert bound.output_tool is not None
+    child = await options.store.load(run_id)
+    submitted = [c for c in child.calls if c.tool == bound.output_tool and c.status == "succeeded"]
+    title = bound.output.model.__name__
+    if not submitted:
+        error = last_error(child, bound.output_tool)
+        why = f"its agent's run {run_id} ended ({child.stop_reason}) without a valid {title}"
+        return PhaseOutcome("failed", why=why + (f"; last error: {error}" if error else ""))
+    try:
+        value = bound.output.model.model_validate(submitted[-1].executed_arguments or {})
+    except ValidationError as exc:  # an edit a person made that no longer fits
+        return PhaseOutcome("failed", why=f"its agent's {title} does not validate: {exc}")
+    return PhaseOutcome("done", value=value.model_dump(mode="json"))
