@@ -14,12 +14,12 @@ from typing import Any
 from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.core import Cause
-from loopstate.engine.errors import DecisionError, RunNotResumable
+from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
 from loopstate.engine.result import RunResult
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
-from loopstate.engine.tree import owner_of, run_tree, waited_children, waits_on_child
+from loopstate.engine.tree import delegated, owner_of, run_tree, waited_children, waits_on_child
 
 
 async def queue_decision(
@@ -30,11 +30,14 @@ async def queue_decision(
     *,
     actor: str,
     clock: Clock = system_clock,
+    wake: bool = True,
 ) -> RunState:
     """Record `decision` for a pending call of a suspended run; refused (`DecisionError`,
     nothing stored) if the call is unknown, not awaiting a decision, already has one queued,
     was decided for other arguments, or an edit does not fit the tool's schema. A call that
-    waits in a run this one delegated to (a sub-agent's) is recorded on that run."""
+    waits in a run this one delegated to (a sub-agent's) is recorded on that run; once that
+    run has every decision, the top run of its tree is marked ready (unless not `wake`: the
+    caller is resuming it)."""
     decision = as_decision(decision)
     if waits_on_child(await store.load(run_id)):
         run_id = owner_of(await run_tree(store, run_id), call_id) or run_id
@@ -46,9 +49,39 @@ async def queue_decision(
         # A change of the run for everyone who follows it (listings, the event log).
         state = state.evolve(inbox=(*state.inbox, queued), updated_at=max(now, state.updated_at))
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
-        return state
     finally:
         await store.release(run_id, owner=owner)
+    if wake and state.parent is not None and decided(state):
+        await _wake_top(store, state, clock)
+    return state
+
+
+def decided(state: RunState) -> bool:
+    """Whether every call of the batch that waits for a person has a queued decision."""
+    waiting = {c.call_id for c in state.batch if c.status == "awaiting" and not delegated(c)}
+    return waiting <= {q.call_id for q in state.inbox}
+
+
+async def _wake_top(store: Store, child: RunState, clock: Clock) -> None:
+    """Mark the top run of `child`'s tree ready to continue: resuming it continues the child."""
+    top = child
+    while top.parent is not None:
+        top = await store.load(top.parent.run_id)
+    owner = lease_owner()
+    try:
+        state = await store.acquire(top.run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    except RunBusy:
+        return  # a process drives the tree now: it continues the child itself
+    try:
+        now = max(clock(), state.updated_at)
+        await store.save(
+            state.evolve(child_ready=True, updated_at=now),
+            owner=owner,
+            now=clock(),
+            ttl=DEFAULT_LEASE_S,
+        )
+    finally:
+        await store.release(top.run_id, owner=owner)
 
 
 def checked(
@@ -111,7 +144,9 @@ async def queue_routed(
     """Record the decisions `route_decisions` sent to child runs; applied when each resumes."""
     for run_id, decisions in routed.items():
         for call_id, decision in decisions.items():
-            await queue_decision(store, run_id, call_id, decision, actor=actor, clock=clock)
+            await queue_decision(
+                store, run_id, call_id, decision, actor=actor, clock=clock, wake=False
+            )
 
 
 async def queue_message(

@@ -292,6 +292,9 @@ class RunState(Frozen):
     remembered: tuple[Remembered, ...] = ()
     """Standing decisions for this run's later calls ("always allow / deny this tool, or
     calls matching this rule"), revoked ones included (marked, for the audit)."""
+    child_ready: bool = False
+    """A child run this run waits for (a sub-agent's, an agent phase's) has every decision it
+    needs: the run is ready to continue (`store.ready`), and its next resume clears this."""
     queued_message: str | None = None
     """A user message that came with decisions: it joins the history after the batch's
     results, before the next model call."""

@@ -66,7 +66,8 @@ def ready(state: RunState) -> bool:
     it is `running` (a holder that stopped before it did left it so), it awaits approval and
     every pending call has a queued decision, or it answered (an agent run that is `done`, a
     flow `awaiting_input`) and a user message was queued for it (`queue_message`). A child run
-    (a sub-agent's, an agent phase's) is never ready on its own: its parent's run continues it."""
+    (a sub-agent's, an agent phase's) is never ready on its own: its parent's run continues it,
+    and the top run of its tree is ready once the child has every decision (`child_ready`)."""
     if state.parent is not None:
         return False
     if state.status == "running":
@@ -76,6 +77,8 @@ def ready(state: RunState) -> bool:
         return True
     if state.status != "awaiting_approval":
         return False
+    if state.child_ready:
+        return True
     awaiting = {c.call_id for c in state.batch if c.status == "awaiting"}
     return bool(awaiting) and awaiting <= {q.call_id for q in state.inbox}
 

@@ -4,6 +4,7 @@ the parent. The model's words are scripted; the runs, stores and decisions are r
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from loopstate import (
     usage_tree,
 )
 from loopstate.engine.messages import ToolCall
+from loopstate.engine.operations import queue_decision
 from loopstate.engine.models.scripted import Turn, call, calls, text
 
 
@@ -347,3 +349,47 @@ async def test_a_gate_holds_two_delegations_down_and_the_grandchild_waits_for_th
     done = await top.resume(first.run_id, {pending.call_id: Approve()})
     assert (done.status, done.output, sent) == ("done", "All paid.", [3])
     assert sorted((await top.usage(done.run_id)).by_agent) == ["main", "manager", "payer"]
+
+
+async def test_a_worker_continues_the_tree_once_a_childs_last_call_is_decided(
+    tmp_path: Path,
+) -> None:
+    from loopstate.worker import Worker
+
+    @tool(needs_approval=True)
+    def publish(text: str) -> str:
+        """Publish a text."""
+        return f"published {text}"
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    writer = Agent(ScriptedModel([call("publish", {"text": "hi"}), "Published."]), [publish],
+                   store=store)  # fmt: skip
+    boss = Agent(
+        ScriptedModel([call("writer", {"task": "publish hi"}), "The writer published it."]),
+        [writer.as_tool(name="writer", description="Publishes.")],
+        store=store,
+    )
+    first = await boss.run("go")
+    [pending] = first.pending
+    assert await store.claim(owner="w", now=1e12, ttl=30, limit=10) == []  # nothing decided
+    await queue_decision(store, first.run_id, pending.call_id, Approve(), actor="alice")
+    stop = asyncio.Event()
+    worker = Worker(boss, poll_s=0.01)
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        for _ in range(500):
+            if (await store.load(first.run_id)).status == "done":
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await serving
+    done = await store.load(first.run_id)
+    assert (done.status, done.output, done.child_ready) == (
+        "done",
+        "The writer published it.",
+        False,
+    )
+    child = await store.load(pending.run_id or "")
+    assert child.status == "done"
+    assert child.calls[0].decided_by == "alice"

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotFound, RunNotResumable
-from loopstate.engine.operations import abort_run, queue_decision
+from loopstate.engine.operations import abort_run, decided, queue_decision
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, check_decision, decision_of
@@ -125,7 +125,8 @@ def routes(service: Service) -> APIRouter:
                 except (DecisionError, RunBusy, RunNotResumable) as exc:
                     raise as_problem(exc) from None
             service.hub.touch(run_id)
-            continues = ready(state)
+            # a sub-agent's last decision makes the top run of its tree ready instead
+            continues = ready(state) or (state.parent is not None and decided(state))
             if continues:
                 service.runner.worker.wake()
             return 200, {"run_id": run_id, "call_id": call_id, "decision": body.decision,

@@ -255,6 +255,7 @@ class Agent:
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
+        state = state.evolve(child_ready=False)  # this resume continues the waiting child
         core = self._core(state, owner, feed)
         async with core.holding():
             if message is None and state.state == AgentLoop.done.id and state.queued_message:

@@ -149,6 +149,7 @@ class Flow:
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
         )
+        state = state.evolve(child_ready=False)  # this resume continues the waiting child
         core = self._core(state, owner)
         async with core.holding():
             if message is None and state.status == "awaiting_input" and state.queued_message:
