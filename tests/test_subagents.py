@@ -27,8 +27,8 @@ from loopstate import (
     usage_tree,
 )
 from loopstate.engine.messages import ToolCall
-from loopstate.engine.operations import queue_decision
 from loopstate.engine.models.scripted import Turn, call, calls, text
+from loopstate.engine.operations import queue_decision
 
 
 def writer_tools(written: list[str]):
