@@ -9,7 +9,7 @@ import pytest
 
 from loopstate import Agent, ApprovalRequest, Approve, MemoryStore, ScriptedModel
 from loopstate.engine.errors import DefinitionError, RunNotResumable
-from loopstate.engine.models.scripted import call
+from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.tree import run_tree
 from loopstate.machines.flows import Flow, Phase
 from loopstate.machines.gauntlet import ROUNDS, Gauntlet, gauntlet_flow
@@ -196,3 +196,26 @@ def _tool() -> object:
     from loopstate.tools.builtin import read
 
     return read
+
+
+async def test_the_flows_usage_rolls_up_its_phases_runs_by_phase(tmp_path: Path) -> None:
+    from loopstate import Usage
+    from loopstate.engine.models.scripted import Turn
+
+    def priced(turns: list[object], tokens: int) -> list[object]:
+        return [Turn(calls(t).reply, None, Usage(prompt_tokens=tokens)) for t in turns]  # type: ignore[arg-type]
+
+    models = team(priced(draft(), 10), priced(review(True), 100), priced(facts(True), 1000))
+    flow = gauntlet_flow(
+        models=models, workspace=tmp_path, store=MemoryStore(), approver=approve_all
+    )
+    done = await flow.run("Explain tides", data={"brief": "Explain tides"})
+    usage = await flow.usage(done.run_id)
+    assert usage.own.prompt_tokens == 0  # the flow itself called no model
+    assert usage.total.prompt_tokens == 2 * 10 + 2 * 100 + 2 * 1000
+    assert {k: u.prompt_tokens for k, u in usage.by_agent.items()} == {
+        "write": 20,
+        "style_review": 200,
+        "fact_review": 2000,
+    }
+    assert await flow.pending(done.run_id) == []

@@ -9,7 +9,7 @@ from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import Approver, Decision, Result, SyncApprover
+from loopstate.engine.approval import ApprovalRequest, Approver, Decision, Result, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
@@ -22,7 +22,13 @@ from loopstate.engine.operations import abort_run, queue_routed, route_decisions
 from loopstate.engine.options import RunOptions
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
-from loopstate.engine.tree import pending_tree, waits_on_child
+from loopstate.engine.tree import (
+    UsageReport,
+    pending_tree,
+    run_tree,
+    usage_report,
+    waits_on_child,
+)
 from loopstate.machines.agent.agent import as_model
 from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
@@ -175,6 +181,16 @@ class Flow:
             await self._run_start(state)
             await core.drive(steps, drain=drain)
         return await self._result(core)
+
+    async def pending(self, run_id: str) -> list[ApprovalRequest]:
+        """What waits for a decision in the stored run `run_id` and every child run it started
+        (its agent phases' and their sub-agents'; each request names its `run_id`)."""
+        return await pending_tree(self.store, run_id)
+
+    async def usage(self, run_id: str) -> UsageReport:
+        """The stored run's usage: its own, the total with its child runs', and per agent (an
+        agent phase's by the phase's name)."""
+        return usage_report(await run_tree(self.store, run_id))
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
