@@ -214,6 +214,7 @@ async def test_the_flows_usage_rolls_up_its_phases_runs_by_phase(tmp_path: Path)
     assert usage.own.prompt_tokens == 0  # the flow itself called no model
     assert usage.total.prompt_tokens == 2 * 10 + 2 * 100 + 2 * 1000
     assert {k: u.prompt_tokens for k, u in usage.by_agent.items()} == {
+        "main": 0,
         "write": 20,
         "style_review": 200,
         "fact_review": 2000,
