@@ -338,10 +338,13 @@ class RunState(Frozen):
 
     @property
     def pending(self) -> list[ApprovalRequest]:
-        """The calls waiting for a decision (none once the run has ended)."""
+        """The calls waiting for a decision (none once the run has ended); a call that waits
+        for its sub-agent's run is not one (the sub-agent's calls are: see `pending_tree`)."""
         if self.state in _ENDED:
             return []
-        return [c.request() for c in self.batch if c.status == "awaiting"]
+        return [
+            c.request() for c in self.batch if c.status == "awaiting" and c.child_run_id is None
+        ]
 
     def replace_call(self, record: CallRecord) -> RunState:
         """The state with `record` in place of the current batch's call of the same id."""

@@ -44,3 +44,19 @@ def agent(store: Store | None = None) -> Agent:
         [charge, send_email],
         store=store if store is not None else MemoryStore(),
     )
+
+
+def team(store: Store | None = None) -> Agent:
+    """A supervisor that delegates charging to a sub-agent: the charge waits in the sub-agent's
+    run, and the inbox decides it there."""
+    store = store if store is not None else MemoryStore()
+    payer = Agent(
+        ScriptedModel([call("charge", {"amount": 7}), "charged 7"], by_step=True),
+        [charge],
+        store=store,
+    )
+    return Agent(
+        ScriptedModel([call("payer", {"task": "charge 7"}), "the payer charged 7"], by_step=True),
+        [payer.as_tool(name="payer", description="Charges cards.")],
+        store=store,
+    )

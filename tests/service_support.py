@@ -38,7 +38,14 @@ class Server:
         )
 
 
-def start(db: Path | str, effects: Path, log: Path, port: int | None = None, **env: str) -> Server:
+def start(
+    db: Path | str,
+    effects: Path,
+    log: Path,
+    port: int | None = None,
+    agent: str = "service_agent:agent",
+    **env: str,
+) -> Server:
     port = port or free_port()
     environ = {
         **os.environ,
@@ -47,7 +54,7 @@ def start(db: Path | str, effects: Path, log: Path, port: int | None = None, **e
         "LOOPSTATE_TOKEN": TOKEN,
         **env,
     }
-    args = ["serve", "--agent", "service_agent:agent", "--db", str(db), "--port", str(port)]
+    args = ["serve", "--agent", agent, "--db", str(db), "--port", str(port)]
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "loopstate", *args], env=environ, stdout=out, stderr=out
