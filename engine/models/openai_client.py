@@ -19,6 +19,9 @@ other provider, goes through litellm unchanged.
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
@@ -34,8 +37,31 @@ _OWN_CLIENT = frozenset(
 )
 
 
+_capture: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "loopstate_openai_capture", default=None
+)
+
+
+def record(params: dict[str, Any]) -> None:
+    """Called by the direct client with what litellm hands it: kept if a capture is open."""
+    captured = _capture.get()
+    if captured is not None:
+        captured.append(dict(params))
+
+
+@contextmanager
+def capturing() -> Iterator[list[dict[str, Any]]]:
+    captured: list[dict[str, Any]] = []
+    token = _capture.set(captured)
+    try:
+        yield captured
+    finally:
+        _capture.reset(token)
+
+
 class _Completions(AsyncCompletions):
     async def create(self, **params: Any) -> Any:  # forwards every argument, typed by the SDK
+        record(params)  # what litellm built, for the thin path's template (openai_direct.py)
         moved = {key: params[key] for key in _MOVED if key in params}
         for key in moved:
             params[key] = []  # a placeholder keeps the key's place in the body
