@@ -170,3 +170,72 @@ async def test_callbacks_retries_or_direct_false_keep_every_call_on_litellm() ->
     finally:
         litellm.success_callback.pop()
     assert reached == 2
+
+
+# Whole runs: each history grows call by call, turns carry reasoning, provider fields, empty
+# and repeated call ids; a second model joins mid-history (its turns go as plain text).
+RUNS = {
+    "deepseek": [
+        raw_reply(pr.deepseek("Look.", pr.deepseek_call(0, "a.md"), pr.deepseek_call(1, "b.md"))),
+        raw_reply(pr.deepseek("Again.", pr.deepseek_call(2, "c.md"))),
+        raw_reply(pr.deepseek("Done.", content="All read.")),
+    ],
+    "groq": [
+        raw_reply(pr.groq("Hmm.", pr._function("call_g1", "read_file", {"path": "a.md"}))),
+        raw_reply(pr.groq("Fine.")),
+    ],
+    "gemini": [
+        raw_reply(
+            pr.gemini_compat(pr.gemini_call("a.md", signature="CsYBAX=="), pr.gemini_call("b.md"))
+        ),
+        raw_reply(
+            pr.gemini_compat(*[pr._function("call_dup", "read_file", {"path": p})
+                               for p in ("c.md", "d.md")])
+        ),  # fmt: skip
+        raw_reply(pr.gemini_compat(text="Both.")),
+    ],
+}
+
+
+async def _run(script: list[Reply], *, direct: bool) -> tuple[list[Any], list[Any], int]:
+    from support import make_tools
+
+    from loopstate import Agent
+
+    litellm = _import_litellm()
+    reached = 0
+    original = litellm.acompletion
+
+    async def counting(**arguments: Any) -> Any:
+        nonlocal reached
+        reached += 1
+        return await original(**arguments)
+
+    _, tools = make_tools()
+    litellm.acompletion = counting
+    try:
+        tail = (raw_reply(pr.gemini_compat(pr.gemini_call("z.md"))), text_reply("Later."))
+        with serve(*script, *tail) as server:
+            model = LiteLLMModel("openai/test-model", api_base=server.openai_base,
+                                 api_key="k", direct=direct)  # fmt: skip
+            agent = Agent(model, tools)
+            result = await agent.run("go, ünïcode ✓")
+            other = LiteLLMModel("openai/other-model", api_base=server.openai_base,
+                                 api_key="k", direct=direct)  # fmt: skip
+            history = [*result.messages, UserMessage(content="and then?")]
+            later = await Agent(other, tools).run(history)
+    finally:
+        litellm.acompletion = original
+    return server.requests, [result.messages, later.messages], reached
+
+
+@pytest.mark.parametrize("provider", RUNS)
+async def test_whole_runs_send_byte_identical_requests_and_keep_the_same_history(
+    provider: str,
+) -> None:
+    own_requests, own, own_reached = await _run(RUNS[provider], direct=False)
+    thin_requests, thin, thin_reached = await _run(RUNS[provider], direct=True)
+    assert own_reached == len(own_requests) == len(RUNS[provider]) + 2
+    assert thin_reached == 2  # each model's first call; every later call took the thin path
+    assert _wire(thin_requests) == _wire(own_requests)
+    assert thin == own

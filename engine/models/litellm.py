@@ -93,31 +93,25 @@ class LiteLLMModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         litellm = _import_litellm()
-        arguments = self._arguments(request)
-        thin = self._thin if self._direct and "client" in arguments else None
+        thin = self._thin_path()
         if thin is not None:
-            from loopstate.engine.models import openai_direct
-
-            key = openai_direct.shape(arguments)
-            template = thin.templates.get(key)
-            if template is not None and openai_direct.eligible(
-                litellm, self.settings, arguments["messages"]
-            ):
-                try:
-                    raw = await thin.complete(template, arguments, self._name)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    raise model_error(exc, self._name) from exc
+            try:
+                raw = await thin.complete(request, self.origin, self._name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise model_error(exc, self._name) from exc
+            if raw is not None:
                 return read_reply(raw, self.origin)
-        reply, captured = await self._through_litellm(litellm, arguments)
-        if thin is not None and reply.usage.cost_usd is None:
-            from loopstate.engine.models import openai_direct
-
-            template = openai_direct.template_of(captured)
-            if template is not None:
-                thin.templates[openai_direct.shape(arguments)] = template
+        reply, captured = await self._through_litellm(litellm, self._arguments(request))
+        if thin is not None and reply.usage.cost_usd is None:  # a priced model stays on litellm
+            thin.remember(request, captured)
         return reply
+
+    def _thin_path(self) -> ThinCall | None:
+        if not self._direct or self._direct_client() is None:
+            return None
+        return self._thin
 
     async def _through_litellm(
         self, litellm: Any, arguments: dict[str, Any]
@@ -172,7 +166,7 @@ class LiteLLMModel:
             if client is not None:
                 from loopstate.engine.models.openai_direct import ThinCall
 
-                self._thin = ThinCall(litellm, client, self.settings["api_base"])
+                self._thin = ThinCall(litellm, client, self._name, self.settings)
         return self._client[1]
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:

@@ -29,10 +29,14 @@ unknown; a priced model keeps litellm's cost calculation). Everything else goes 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from loopstate.engine.messages import Message, Origin
+from loopstate.engine.model import ModelRequest
 from loopstate.engine.models.openai_client import DirectPayloadClient
+from loopstate.engine.models.wire import provider_messages
 
 # Settings whose litellm mapping is a fixed function of the setting (captured once).
 _SETTINGS = frozenset(
@@ -47,16 +51,24 @@ _SETTINGS = frozenset(
 _EMPTY_GLOBALS = (
     "callbacks", "success_callback", "failure_callback", "_async_success_callback",
     "_async_failure_callback", "input_callback", "service_callback", "headers", "cache",
-    "drop_params", "model_alias_map", "add_function_to_prompt",
+    "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
 )  # fmt: skip
 _MOVED = frozenset({"messages", "tools"})
+_KEPT = 256  # histories kept: runs sharing one model at once
+# Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
+_TEMPLATES: dict[tuple[str, str, tuple[bool, str]], Template] = {}
 
 
-def eligible(litellm: Any, settings: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
+def eligible(litellm: Any, settings: dict[str, Any]) -> bool:
+    """The settings and litellm's globals leave nothing per call the thin path skips."""
     if not settings.keys() <= _SETTINGS or settings.get("num_retries", 0) != 0:
         return False
-    if any(getattr(litellm, name, None) for name in _EMPTY_GLOBALS):
-        return False
+    return not any(getattr(litellm, name, None) for name in _EMPTY_GLOBALS)
+
+
+def _plain(messages: list[dict[str, Any]]) -> bool:
+    """Text-only messages without a developer role: litellm's message transforms (images,
+    files, tool references, developer role) are then each message's own, message by message."""
     return all(
         m.get("role") != "developer" and isinstance(m.get("content"), str | None) for m in messages
     )
@@ -70,8 +82,8 @@ class Template:
     timeout: Any
 
 
-def shape(arguments: dict[str, Any]) -> tuple[bool, str]:
-    return "tools" in arguments, repr(arguments.get("tool_choice"))
+def shape(request: ModelRequest) -> tuple[bool, str]:
+    return bool(request.tools), repr(request.tool_choice) if request.tools else ""
 
 
 def template_of(captured: list[dict[str, Any]]) -> Template | None:
@@ -82,23 +94,52 @@ def template_of(captured: list[dict[str, Any]]) -> Template | None:
     return Template(tuple((k, None if k in _MOVED else v) for k, v in params.items()), timeout)
 
 
-class ThinCall:
-    """The thin path for one `LiteLLMModel` (its settings and client are fixed)."""
+@dataclass(frozen=True)
+class _Sent:
+    """A history as last sent: its messages, their call ids on the wire, the dicts sent."""
 
-    def __init__(self, litellm: Any, client: DirectPayloadClient, api_base: str) -> None:
+    source: tuple[Message, ...]
+    wire_ids: dict[str, str]
+    sent: list[dict[str, Any]]
+
+
+class ThinCall:
+    """The thin path for one `LiteLLMModel` (its settings and client are fixed).
+
+    A run's history only grows, so each call transforms only the messages the last call of
+    the same history did not have (litellm's message transforms are per message for plain
+    messages, see `_plain`); the histories of the last `_KEPT` runs are kept.
+    """
+
+    def __init__(
+        self, litellm: Any, client: DirectPayloadClient, name: str, settings: dict[str, Any]
+    ) -> None:
         self._litellm = litellm
         self._client = client
-        self._api_base = api_base
-        self.templates: dict[tuple[bool, str], Template] = {}
+        self._settings = settings
+        self._api_base = settings["api_base"]
+        self._key = (name, repr(sorted(settings.items(), key=lambda item: item[0])))
         self._configs: dict[str, Any] = {}
+        self._histories: OrderedDict[int, _Sent] = OrderedDict()
 
-    async def complete(self, template: Template, arguments: dict[str, Any], name: str) -> Any:
-        fields = dict(template.fields)
-        data = await self._body(fields, arguments)
+    async def complete(self, request: ModelRequest, origin: Origin, name: str) -> Any | None:
+        """The call's litellm reply, or None when it must go through litellm."""
+        template = _TEMPLATES.get((*self._key, shape(request)))
+        if template is None or not eligible(self._litellm, self._settings):
+            return None
+        data = await self._body(dict(template.fields), request, origin)
+        if data is None:
+            return None
         try:
             return await self._send(data, template.timeout)
         except Exception as exc:
             raise self._mapped(exc, name) from exc
+
+    def remember(self, request: ModelRequest, captured: list[dict[str, Any]]) -> None:
+        """Keep what litellm built for `request` as the template of its shape."""
+        template = template_of(captured)
+        if template is not None:
+            _TEMPLATES[(*self._key, shape(request))] = template
 
     def _config(self, model: str) -> Any:
         config = self._configs.get(model)
@@ -110,32 +151,63 @@ class ThinCall:
             self._configs[model] = config
         return config
 
-    async def _body(self, fields: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    def _history(self, messages: tuple[Message, ...]) -> _Sent:
+        """What was sent of the longest earlier state of this history (empty if none)."""
+        if messages:
+            last = self._histories.get(id(messages[0]))
+            if (
+                last is not None
+                and len(last.source) <= len(messages)
+                and all(a is b for a, b in zip(last.source, messages, strict=False))
+            ):
+                return last
+        return _Sent((), {}, [])
+
+    def _keep(self, sent: _Sent) -> None:
+        if sent.source:
+            key = id(sent.source[0])
+            self._histories[key] = sent
+            self._histories.move_to_end(key)
+            while len(self._histories) > _KEPT:
+                self._histories.popitem(last=False)
+
+    async def _body(
+        self, fields: dict[str, Any], request: ModelRequest, origin: Origin
+    ) -> dict[str, Any] | None:
         from litellm.litellm_core_utils.prompt_templates.common_utils import (
             get_completion_messages,
         )
         from litellm.utils import validate_and_fix_openai_messages, validate_and_fix_openai_tools
 
         model = fields["model"]
-        messages = validate_and_fix_openai_messages(messages=arguments["messages"])
-        messages = get_completion_messages(
-            messages=messages,
+        last = self._history(request.messages)
+        wire_ids = dict(last.wire_ids)
+        new = provider_messages(request.messages[len(last.source) :], origin, wire_ids)
+        if not _plain(new):
+            return None
+        fixed: list[Any] = validate_and_fix_openai_messages(messages=new)
+        fixed = get_completion_messages(
+            messages=fixed,
             ensure_alternating_roles=False,
             user_continue_message=None,
             assistant_continue_message=None,
         )
         optional = {k: v for k, v in fields.items() if k not in ("model", "messages")}
         if "tools" in optional:
-            optional["tools"] = validate_and_fix_openai_tools(tools=arguments["tools"])
-        return dict(
+            tools = [d.to_wire() for d in request.tools]
+            optional["tools"] = validate_and_fix_openai_tools(tools=tools)
+        data = dict(
             await self._config(model).async_transform_request(
                 model=model,
-                messages=messages,
+                messages=fixed,
                 optional_params=optional,
                 litellm_params={"custom_llm_provider": "openai", "api_base": self._api_base},
                 headers={},
             )
         )
+        data["messages"] = last.sent + data["messages"]
+        self._keep(_Sent(request.messages, wire_ids, data["messages"]))
+        return data
 
     async def _send(self, data: dict[str, Any], timeout: Any) -> Any:  # noqa: ASYNC109
         """What litellm's `make_openai_chat_completion_request` and its caller do."""
