@@ -115,7 +115,7 @@ class LiteLLMModel:
 
     async def _through_litellm(
         self, litellm: Any, arguments: dict[str, Any]
-    ) -> tuple[ModelResponse, list[dict[str, Any]]]:
+    ) -> tuple[ModelResponse, list[tuple[str, Any]]]:
         from loopstate.engine.models.openai_client import capturing
 
         with capturing() as captured:

@@ -35,7 +35,7 @@ from typing import Any
 
 from loopstate.engine.messages import Message, Origin
 from loopstate.engine.model import ModelRequest
-from loopstate.engine.models.openai_client import DirectPayloadClient
+from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, send
 from loopstate.engine.models.wire import provider_messages
 
 # Settings whose litellm mapping is a fixed function of the setting (captured once).
@@ -76,22 +76,33 @@ def _plain(messages: list[dict[str, Any]]) -> bool:
 
 @dataclass(frozen=True)
 class Template:
-    """The body litellm built for one request shape, minus messages and tools."""
+    """What litellm handed the SDK for one request shape (minus messages and tools) and the
+    request the SDK built of it."""
 
     fields: tuple[tuple[str, Any], ...]
     timeout: Any
+    wire: Wire
 
 
 def shape(request: ModelRequest) -> tuple[bool, str]:
     return bool(request.tools), repr(request.tool_choice) if request.tools else ""
 
 
-def template_of(captured: list[dict[str, Any]]) -> Template | None:
-    if len(captured) != 1 or captured[0].get("stream"):
+def template_of(captured: list[tuple[str, Any]]) -> Template | None:
+    """The template of one non-streamed call, sent once (no retry, no second request)."""
+    kinds = [kind for kind, _ in captured]
+    if sorted(kinds) != ["params", "reading", "request"]:
         return None
-    params = dict(captured[0])
+    got = dict(captured)
+    params = dict(got["params"])
+    if params.get("stream"):
+        return None
     timeout = params.pop("timeout", None)
-    return Template(tuple((k, None if k in _MOVED else v) for k, v in params.items()), timeout)
+    wire = Wire.of(got["request"], got["reading"])
+    if wire is None:
+        return None
+    fields = tuple((k, None if k in _MOVED else v) for k, v in params.items())
+    return Template(fields, timeout, wire)
 
 
 @dataclass(frozen=True)
@@ -131,11 +142,11 @@ class ThinCall:
         if data is None:
             return None
         try:
-            return await self._send(data, template.timeout)
+            return await self._send(data, template)
         except Exception as exc:
             raise self._mapped(exc, name) from exc
 
-    def remember(self, request: ModelRequest, captured: list[dict[str, Any]]) -> None:
+    def remember(self, request: ModelRequest, captured: list[tuple[str, Any]]) -> None:
         """Keep what litellm built for `request` as the template of its shape."""
         template = template_of(captured)
         if template is not None:
@@ -209,7 +220,7 @@ class ThinCall:
         self._keep(_Sent(request.messages, wire_ids, data["messages"]))
         return data
 
-    async def _send(self, data: dict[str, Any], timeout: Any) -> Any:  # noqa: ASYNC109
+    async def _send(self, data: dict[str, Any], template: Template) -> Any:
         """What litellm's `make_openai_chat_completion_request` and its caller do."""
         import openai
         from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import (
@@ -221,10 +232,11 @@ class ThinCall:
         )
 
         litellm = self._litellm
-        create = self._client.chat.completions.with_raw_response.create
+        timeout = template.timeout
+        body = {k: data[k] if k in _MOVED else v for k, v in template.wire.body}
         start = time.time()
         try:
-            raw = await create(**data, timeout=timeout)
+            raw = await send(self._client, template.wire, body)
             headers: Any = dict(raw.headers)
             response = raw.parse()
         except openai.APITimeoutError as exc:
