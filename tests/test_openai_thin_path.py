@@ -189,9 +189,8 @@ RUNS = {
             pr.gemini_compat(pr.gemini_call("a.md", signature="CsYBAX=="), pr.gemini_call("b.md"))
         ),
         raw_reply(
-            pr.gemini_compat(*[pr._function("call_dup", "read_file", {"path": p})
-                               for p in ("c.md", "d.md")])
-        ),  # fmt: skip
+            pr.gemini_compat(*[pr._function("call_dup", "read_file", {"path": p}) for p in "cd"])
+        ),
         raw_reply(pr.gemini_compat(text="Both.")),
     ],
 }
@@ -239,3 +238,25 @@ async def test_whole_runs_send_byte_identical_requests_and_keep_the_same_history
     assert thin_reached == 2  # each model's first call; every later call took the thin path
     assert _wire(thin_requests) == _wire(own_requests)
     assert thin == own
+
+
+async def test_a_model_litellm_prices_keeps_every_call_on_litellm_and_its_cost() -> None:
+    litellm = _import_litellm()
+    reached = 0
+    original = litellm.acompletion
+
+    async def counting(**arguments: Any) -> Any:
+        nonlocal reached
+        reached += 1
+        return await original(**arguments)
+
+    litellm.acompletion = counting
+    try:
+        with serve(text_reply("One."), text_reply("Two.")) as server:
+            model = LiteLLMModel("openai/gpt-4o-mini", api_base=server.openai_base, api_key="k")
+            request = ModelRequest(messages=tuple(_history("openai/gpt-4o-mini")), step=3)
+            replies = [await model.complete(request), await model.complete(request)]
+    finally:
+        litellm.acompletion = original
+    assert reached == 2
+    assert all(r.usage.cost_usd for r in replies)
