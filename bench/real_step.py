@@ -10,7 +10,8 @@ threads) and wall time per step:
 
 - raw httpx: one `httpx.AsyncClient`, `json.dumps` of the same body, `POST`, `json.loads` (floor);
 - `litellm.acompletion` alone, no engine;
-- loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`;
+- loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`, and the same with `direct=False` (every
+  call through `litellm.acompletion`, as before the thin path of `engine/models/openai_direct.py`);
 - pydantic-ai and the OpenAI Agents SDK with their own OpenAI client, in their own virtualenv
   `.venv-peers` and process (`bench/real_step_peers.py` says how to make it; they need openai>=3,
   litellm openai<3): "not installed" without it.
@@ -92,11 +93,16 @@ async def litellm_alone(base: str, steps: int) -> None:
     assert messages[-1]["content"] == "Done.", messages[-1]
 
 
-async def loopstate(base: str, steps: int) -> None:
-    model = LiteLLMModel(f"openai/{MODEL}", api_base=base, api_key="k")
+async def loopstate(base: str, steps: int, *, direct: bool = True) -> None:
+    model = LiteLLMModel(f"openai/{MODEL}", api_base=base, api_key="k", direct=direct)
     agent = Agent(model, [echo], store=MemoryStore(), max_steps=10**6)
     result = await agent.run("go")
     assert (result.status, result.steps) == ("done", steps), result
+
+
+async def loopstate_via_litellm(base: str, steps: int) -> None:
+    """Every call through `litellm.acompletion` (`direct=False`): the path before the thin one."""
+    await loopstate(base, steps, direct=False)
 
 
 PEERS = Path(__file__).with_name("real_step_peers.py")
@@ -147,22 +153,24 @@ async def medians(
 
 
 def report(figures: dict[Any, Any], missing: list[str]) -> None:
-    print("per model call, ms of CPU / wall (x the raw POST's CPU in the same run)")
-    print(f"  {'':<16}" + "".join(f"{'history ' + str(h):>28}" for h in HISTORIES))
+    print("per model call, ms of CPU / wall (x the raw POST's CPU / wall in the same run)")
+    print(f"  {'':<24}" + "".join(f"{'history ' + str(h):>30}" for h in HISTORIES))
     for name in dict.fromkeys(name for name, _ in figures):
         cells = []
         for steps in HISTORIES:
             cpu, wall = figures[(name, steps)]
-            ratio = cpu / figures[("raw httpx", steps)][0]
-            cells.append(f"{cpu:6.2f} / {wall:6.2f} ({ratio:5.1f}x)")
-        print(f"  {name:<16}" + "".join(f"{c:>28}" for c in cells))
+            floor_cpu, floor_wall = figures[("raw httpx", steps)]
+            x_cpu, x_wall = cpu / floor_cpu, wall / floor_wall
+            cells.append(f"{cpu:5.2f}/{wall:6.2f} ({x_cpu:4.1f}x/{x_wall:4.1f}x)")
+        print(f"  {name:<24}" + "".join(f"{c:>30}" for c in cells))
     for line in missing:
         print(f"  {line}")
     worst = max(figures[("loopstate", h)][0] / figures[("raw httpx", h)][0] for h in HISTORIES)
     verdict = "PASS" if worst <= 2 else "MISS"
     print(f"loopstate + LiteLLMModel, worst CPU ratio to the raw POST: {worst:.2f}x "
           f"(target <= 2x) {verdict}")  # fmt: skip
-    peers = {name for name, _ in figures} - {"raw httpx", "litellm alone", "loopstate"}
+    peers = {name for name, _ in figures} - {"raw httpx", "litellm alone"}
+    peers = {name for name in peers if not name.startswith("loopstate")}
     for peer in sorted(peers):
         ahead = all(figures[("loopstate", h)][0] < figures[(peer, h)][0] for h in HISTORIES)
         print(f"loopstate ahead of {peer} in CPU at every history: {'yes' if ahead else 'NO'}")
@@ -178,7 +186,8 @@ def main() -> None:
         assert process.stdin is not None
         base = f"http://127.0.0.1:{process.stdout.readline().strip()}"
         variants: dict[str, Variant] = {
-            "raw httpx": raw_httpx, "litellm alone": litellm_alone, "loopstate": loopstate
+            "raw httpx": raw_httpx, "litellm alone": litellm_alone,
+            "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
         }  # fmt: skip
         missing: list[str] = []
         figures = asyncio.run(medians(base, variants, repeats, missing))

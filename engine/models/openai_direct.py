@@ -9,15 +9,21 @@ same shape, so after that first call the thin path does only what changes per ca
 same litellm functions in the same order:
 
 - messages: `validate_and_fix_openai_messages`, `get_completion_messages`, then the provider
-  config's `async_transform_request` (which also sanitizes the tools);
-- every other field of the body (model, tool_choice, temperature, extra_body, ...) and the
-  timeout: as litellm produced them on the first call, captured where litellm hands them to
-  the OpenAI client, in the same key order;
-- the HTTP request: the same client (`with_raw_response.create`), so the same bytes and headers;
-- the reply: `parse`, `model_dump`, `transform_parsed_response_dict` and
-  `convert_to_model_response_object`, as litellm's OpenAI handler does;
-- errors: wrapped in litellm's `OpenAIError` and mapped by its `exception_type`, as its
-  handler and `acompletion` do.
+  config's `async_transform_request` (which also sanitizes the tools), only for the messages
+  the history gained since its last call (`ThinCall`);
+- every other field of the body (model, tool_choice, temperature, extra_body, ...), the
+  headers, URL and timeout: as litellm and the SDK produced them on the first call, captured
+  where litellm hands them to the OpenAI client and where the SDK builds its request
+  (`openai_client.Wire`), in the same order; the body encoded by the SDK's own encoder and
+  sent on the same pool, so the bytes on the wire are the same;
+- the reply: the SDK's `LegacyAPIResponse.parse`, then `model_dump`,
+  `transform_parsed_response_dict` and `convert_to_model_response_object`, as litellm's OpenAI
+  handler does;
+- errors: raised as the SDK raises them (status, timeout, connection), wrapped in litellm's
+  `OpenAIError` and mapped by its `exception_type`, as its handler and `acompletion` do.
+
+tests/test_openai_thin_path.py compares both paths over real HTTP: path, headers in order and
+body bytes of every request, the replies read and the errors raised.
 
 It is used only where the skipped work is provably a no-op (`eligible`): no litellm callbacks,
 cache or global headers; settings from a known list; text-only messages without a developer
@@ -54,7 +60,7 @@ _EMPTY_GLOBALS = (
     "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
 )  # fmt: skip
 _MOVED = frozenset({"messages", "tools"})
-_KEPT = 256  # histories kept: runs sharing one model at once
+_KEPT = 64  # histories kept: runs sharing one model at once (more: a full transform each)
 # Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
 _TEMPLATES: dict[tuple[str, str, tuple[bool, str]], Template] = {}
 
