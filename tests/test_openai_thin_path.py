@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import provider_replies as pr
@@ -54,7 +55,12 @@ def _history(model: str) -> list[Message]:
 
 
 async def _calls(
-    replies: list[Reply], *, direct: bool, tools: bool = True, **settings: Any
+    replies: list[Reply],
+    *,
+    direct: bool,
+    tools: bool = True,
+    after_first: Callable[[LiteLLMModel], None] | None = None,
+    **settings: Any,
 ) -> tuple[list[Any], list[ModelResponse | ModelError], int]:
     """Two calls per reply (the first fills the thin path's template): what the server saw,
     what each call returned or raised, and how many calls reached litellm.acompletion."""
@@ -83,6 +89,8 @@ async def _calls(
                     out.append(await model.complete(request))
                 except ModelError as exc:
                     out.append(exc)
+                if after_first is not None and len(out) == 1:
+                    after_first(model)
         finally:
             litellm.acompletion = original
     return server.requests, out, reached
@@ -260,3 +268,20 @@ async def test_a_model_litellm_prices_keeps_every_call_on_litellm_and_its_cost()
         litellm.acompletion = original
     assert reached == 2
     assert all(r.usage.cost_usd for r in replies)
+
+
+async def test_cookies_in_the_pool_go_out_as_litellms_own_requests_carry_them() -> None:
+    # A load balancer's session cookie (Cloudflare's __cf_bm in front of real APIs), set in the
+    # shared pool's jar after the first call: litellm's SDK client sends it from then on.
+    def cookie(model: LiteLLMModel) -> None:
+        assert model._client is not None
+        pool = model._client[1]._client  # type: ignore[union-attr]
+        pool.cookies.set("__cf_bm", "abc123")
+
+    replies = [text_reply("One."), text_reply("Two.")]
+    own_requests, own, _ = await _calls(replies, direct=False, after_first=cookie)
+    thin_requests, thin, reached = await _calls(replies, direct=True, after_first=cookie)
+    assert reached == 1
+    assert _wire(thin_requests) == _wire(own_requests)
+    assert thin == own
+    assert [r.headers.get("cookie") for r in thin_requests] == [None] + ["__cf_bm=abc123"] * 3

@@ -37,6 +37,8 @@ from openai.resources.chat.completions import AsyncCompletions
 
 # Sent through `extra_body`: the payload that grows with the history.
 _MOVED = ("messages", "tools")
+# Headers httpx derives per request, from the body and the pool's cookie jar.
+_PER_REQUEST = frozenset({b"content-length", b"cookie"})
 # With any of these litellm builds a client differently (Azure AD, workload identity, ...).
 _OWN_CLIENT = frozenset(
     {"client", "api_version", "azure_ad_token", "litellm_params", "shared_session"}
@@ -82,12 +84,13 @@ class Wire:
             return None
         return cls(request, tuple(body.items()), reading)
 
-    def build(self, body: dict[str, Any]) -> httpx.Request:
-        """The same request with `body` (the SDK's own JSON encoding; Content-Length recomputed
-        in the same place)."""
-        headers = [(k, v) for k, v in self.request.headers.raw if k.lower() != b"content-length"]
+    def build(self, body: dict[str, Any], cookies: httpx.Cookies) -> httpx.Request:
+        """The same request with `body` (the SDK's own JSON encoding) and the pool's cookies
+        as they are now (a server may have set some since), both put where httpx's
+        `build_request` puts them: Cookie after the headers, then Content-Length."""
+        headers = [(k, v) for k, v in self.request.headers.raw if k.lower() not in _PER_REQUEST]
         return httpx.Request(
-            self.request.method, self.request.url, headers=headers,
+            self.request.method, self.request.url, headers=headers, cookies=cookies or None,
             content=openapi_dumps(body), extensions=dict(self.request.extensions),
         )  # fmt: skip
 
@@ -95,7 +98,7 @@ class Wire:
 async def send(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) -> Any:
     """The SDK's `request` for one attempt (retries are off): sent on the client's own pool,
     failures raised as the SDK raises them, the reply as `with_raw_response` returns it."""
-    request = wire.build(body)
+    request = wire.build(body, client._client.cookies)
     try:
         response = await client._send_request(request, stream=False)
     except timeout_exceptions() as err:
