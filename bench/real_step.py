@@ -122,10 +122,18 @@ def peer_figures(base: str) -> dict[str, Any]:
 
 
 async def measure(variant: Variant, base: str, steps: int) -> tuple[float, float]:
+    """Per model call: ms of CPU, the variant's own and that of the background tasks it left
+    (litellm logs and prices each call in tasks that run after it returned: counted to it, not
+    to the next variant), and ms of wall until it returned."""
     gc.collect()
+    before = asyncio.all_tasks()
     cpu, wall = time.process_time(), time.perf_counter()
     await variant(f"{base}/h{steps}/v1", steps)
-    return (time.process_time() - cpu) / steps * 1e3, (time.perf_counter() - wall) / steps * 1e3
+    wall = time.perf_counter() - wall
+    left = asyncio.all_tasks() - before - {asyncio.current_task()}
+    if left:
+        await asyncio.wait(left, timeout=1.0)
+    return (time.process_time() - cpu) / steps * 1e3, wall / steps * 1e3
 
 
 async def medians(
