@@ -10,9 +10,11 @@ threads) and wall time per step:
 
 - raw httpx: one `httpx.AsyncClient`, `json.dumps` of the same body, `POST`, `json.loads` (floor);
 - `litellm.acompletion` alone, no engine;
-- loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`;
-- pydantic-ai and the OpenAI Agents SDK with their own OpenAI client, if installed (optional
-  peers, not dependencies of loopstate: "not installed" otherwise).
+- loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`, and the same with `direct=False` (every
+  call through `litellm.acompletion`, as before the thin path of `engine/models/openai_direct.py`);
+- pydantic-ai and the OpenAI Agents SDK with their own OpenAI client, in their own virtualenv
+  `.venv-peers` and process (`bench/real_step_peers.py` says how to make it; they need openai>=3,
+  litellm openai<3): "not installed" without it.
 """
 
 from __future__ import annotations
@@ -91,89 +93,95 @@ async def litellm_alone(base: str, steps: int) -> None:
     assert messages[-1]["content"] == "Done.", messages[-1]
 
 
-async def loopstate(base: str, steps: int) -> None:
-    model = LiteLLMModel(f"openai/{MODEL}", api_base=base, api_key="k")
+async def loopstate(base: str, steps: int, *, direct: bool = True) -> None:
+    model = LiteLLMModel(f"openai/{MODEL}", api_base=base, api_key="k", direct=direct)
     agent = Agent(model, [echo], store=MemoryStore(), max_steps=10**6)
     result = await agent.run("go")
     assert (result.status, result.steps) == ("done", steps), result
 
 
-def _peers() -> dict[str, Variant | str]:
-    peers: dict[str, Variant | str] = {}
-    try:
-        from pydantic_ai import Agent as PydanticAgent
-        from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-        from pydantic_ai.usage import UsageLimits
-    except ImportError:
-        peers["pydantic-ai"] = "not installed"
-    else:
+async def loopstate_via_litellm(base: str, steps: int) -> None:
+    """Every call through `litellm.acompletion` (`direct=False`): the path before the thin one."""
+    await loopstate(base, steps, direct=False)
 
-        async def pydantic_ai(base: str, steps: int) -> None:
-            model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base, api_key="k"))
-            agent = PydanticAgent(model)
-            agent.tool_plain(echo.fn)
-            result = await agent.run("go", usage_limits=UsageLimits(request_limit=None))
-            assert result.output == "Done.", result
 
-        peers["pydantic-ai"] = pydantic_ai
-    try:
-        import agents as openai_agents
-        from openai import AsyncOpenAI
-    except ImportError:
-        peers["openai-agents"] = "not installed"
-    else:
+PEERS = Path(__file__).with_name("real_step_peers.py")
+PEERS_PYTHON = Path(__file__).parents[1] / ".venv-peers" / "bin" / "python"
 
-        async def openai_agents_sdk(base: str, steps: int) -> None:
-            client = AsyncOpenAI(base_url=base, api_key="k")
-            model = openai_agents.OpenAIChatCompletionsModel(MODEL, openai_client=client)
-            agent = openai_agents.Agent(
-                name="bench", model=model, tools=[openai_agents.function_tool(echo.fn)]
-            )
-            result = await openai_agents.Runner.run(agent, "go", max_turns=10**6)
-            assert result.final_output == "Done.", result
 
-        peers["openai-agents"] = openai_agents_sdk
-    return peers
+def peer_figures(base: str) -> dict[str, Any]:
+    """One measurement of each peer per history, in the peers' own virtualenv and process."""
+    if not PEERS_PYTHON.exists():
+        return {"peers": f"not installed ({PEERS_PYTHON}: see {PEERS.name})"}
+    out = subprocess.run(
+        [str(PEERS_PYTHON), str(PEERS), base, *map(str, HISTORIES)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    figures: dict[str, Any] = json.loads(out.stdout)
+    return figures
 
 
 async def measure(variant: Variant, base: str, steps: int) -> tuple[float, float]:
+    """Per model call: ms of CPU, the variant's own and that of the background tasks it left
+    (litellm logs and prices each call in tasks that run after it returned: counted to it, not
+    to the next variant), and ms of wall until it returned."""
     gc.collect()
+    before = asyncio.all_tasks()
     cpu, wall = time.process_time(), time.perf_counter()
     await variant(f"{base}/h{steps}/v1", steps)
-    return (time.process_time() - cpu) / steps * 1e3, (time.perf_counter() - wall) / steps * 1e3
+    wall = time.perf_counter() - wall
+    left = asyncio.all_tasks() - before - {asyncio.current_task()}
+    if left:
+        await asyncio.wait(left, timeout=1.0)
+    return (time.process_time() - cpu) / steps * 1e3, wall / steps * 1e3
 
 
-async def medians(base: str, variants: dict[str, Variant], repeats: int) -> dict[Any, Any]:
+async def medians(
+    base: str, variants: dict[str, Variant], repeats: int, missing: list[str]
+) -> dict[Any, Any]:
     for variant in variants.values():  # warm up: imports, clients, caches
         await variant(f"{base}/h2/v1", 2)
     samples: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for _ in range(repeats):  # interleaved, so drifts in machine speed hit all alike
+    for repeat in range(repeats):  # interleaved, so drifts in machine speed hit all alike
         for steps in HISTORIES:
             for name, variant in variants.items():
                 samples.setdefault((name, steps), []).append(await measure(variant, base, steps))
+        for name, got in (await asyncio.to_thread(peer_figures, base)).items():
+            if isinstance(got, str):
+                if repeat == 0:
+                    missing.append(f"{name:<16}{got}")
+                continue
+            for steps in HISTORIES:
+                cpu, wall = got[str(steps)]
+                samples.setdefault((name, steps), []).append((cpu, wall))
     return {
         key: (statistics.median(c for c, _ in got), statistics.median(w for _, w in got))
         for key, got in samples.items()
     }
 
 
-def report(figures: dict[Any, Any], variants: dict[str, Variant], missing: list[str]) -> None:
-    print("per model call, ms of CPU / wall (x the raw POST's CPU in the same run)")
-    print(f"  {'':<16}" + "".join(f"{'history ' + str(h):>28}" for h in HISTORIES))
-    for name in variants:
+def report(figures: dict[Any, Any], missing: list[str]) -> None:
+    print("per model call, ms of CPU / wall (x the raw POST's CPU / wall in the same run)")
+    print(f"  {'':<24}" + "".join(f"{'history ' + str(h):>30}" for h in HISTORIES))
+    for name in dict.fromkeys(name for name, _ in figures):
         cells = []
         for steps in HISTORIES:
             cpu, wall = figures[(name, steps)]
-            ratio = cpu / figures[("raw httpx", steps)][0]
-            cells.append(f"{cpu:6.2f} / {wall:6.2f} ({ratio:5.1f}x)")
-        print(f"  {name:<16}" + "".join(f"{c:>28}" for c in cells))
-    for name in missing:
-        print(f"  {name:<16}not installed")
+            floor_cpu, floor_wall = figures[("raw httpx", steps)]
+            x_cpu, x_wall = cpu / floor_cpu, wall / floor_wall
+            cells.append(f"{cpu:5.2f}/{wall:6.2f} ({x_cpu:4.1f}x/{x_wall:4.1f}x)")
+        print(f"  {name:<24}" + "".join(f"{c:>30}" for c in cells))
+    for line in missing:
+        print(f"  {line}")
     worst = max(figures[("loopstate", h)][0] / figures[("raw httpx", h)][0] for h in HISTORIES)
     verdict = "PASS" if worst <= 2 else "MISS"
     print(f"loopstate + LiteLLMModel, worst CPU ratio to the raw POST: {worst:.2f}x "
           f"(target <= 2x) {verdict}")  # fmt: skip
+    peers = {name for name, _ in figures} - {"raw httpx", "litellm alone"}
+    peers = {name for name in peers if not name.startswith("loopstate")}
+    for peer in sorted(peers):
+        ahead = all(figures[("loopstate", h)][0] < figures[(peer, h)][0] for h in HISTORIES)
+        print(f"loopstate ahead of {peer} in CPU at every history: {'yes' if ahead else 'NO'}")
 
 
 def main() -> None:
@@ -186,17 +194,13 @@ def main() -> None:
         assert process.stdin is not None
         base = f"http://127.0.0.1:{process.stdout.readline().strip()}"
         variants: dict[str, Variant] = {
-            "raw httpx": raw_httpx, "litellm alone": litellm_alone, "loopstate": loopstate
+            "raw httpx": raw_httpx, "litellm alone": litellm_alone,
+            "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
         }  # fmt: skip
-        missing = []
-        for name, peer in _peers().items():
-            if isinstance(peer, str):
-                missing.append(name)
-            else:
-                variants[name] = peer
-        figures = asyncio.run(medians(base, variants, repeats))
+        missing: list[str] = []
+        figures = asyncio.run(medians(base, variants, repeats, missing))
         process.stdin.close()
-    report(figures, variants, missing)
+    report(figures, missing)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,8 @@ class Recorded:
     headers: dict[str, str]
     """Lower-cased names."""
     body: dict[str, Any]
+    raw: bytes = b""
+    """The body's bytes as they arrived."""
 
 
 @dataclass
@@ -278,12 +280,13 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
-            body = json.loads(self.rfile.read(length) or b"{}")
+            raw = self.rfile.read(length)
+            body = json.loads(raw or b"{}")
             self._streamed = bool(body.get("stream"))
             options = body.get("stream_options") or {}
             self._include_usage = bool(options.get("include_usage"))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = server.record(Recorded(self.path, headers, body))
+            reply = server.record(Recorded(self.path, headers, body, raw))
             path = self.path.split("?")[0].rstrip("/")
             anthropic = path.endswith("/v1/messages")
             if not anthropic and not path.endswith("/chat/completions"):

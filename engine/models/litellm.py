@@ -22,6 +22,7 @@ from loopstate.engine.streaming import DeltaListener
 
 if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not with loopstate
     from loopstate.engine.models.openai_client import DirectPayloadClient
+    from loopstate.engine.models.openai_direct import ThinCall
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -59,9 +60,15 @@ class LiteLLMModel:
     `acompletion` call and never runs a tool. Retries are off unless you pass `num_retries`
     or `max_retries` (a retry is another paid model call, so it is your decision; litellm's
     OpenAI client would otherwise retry twice with backoff).
+
+    An `openai/` model with an explicit `api_base` and `api_key` repeats, after its first call,
+    only the per-call part of litellm's work (`openai_direct.py`: the same request and reply);
+    `direct=False` sends every call through `litellm.acompletion`.
     """
 
-    def __init__(self, name: str, *, stall_s: float = 60.0, **settings: Any) -> None:
+    def __init__(
+        self, name: str, *, stall_s: float = 60.0, direct: bool = True, **settings: Any
+    ) -> None:
         reserved = sorted(_RESERVED & settings.keys())
         if reserved:
             raise TypeError(f"LiteLLMModel sets {', '.join(reserved)} itself; do not pass it")
@@ -71,6 +78,8 @@ class LiteLLMModel:
         self._origin: Origin | None = None
         # Per event loop: an httpx connection pool belongs to the loop that opened it.
         self._client: tuple[asyncio.AbstractEventLoop, DirectPayloadClient | None] | None = None
+        self._direct = direct
+        self._thin: ThinCall | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
 
@@ -84,13 +93,39 @@ class LiteLLMModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         litellm = _import_litellm()
-        try:
-            raw = await litellm.acompletion(**self._arguments(request))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise model_error(exc, self._name) from exc
-        return read_reply(raw, self.origin)
+        thin = self._thin_path()
+        if thin is not None:
+            try:
+                raw = await thin.complete(request, self.origin, self._name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise model_error(exc, self._name) from exc
+            if raw is not None:
+                return read_reply(raw, self.origin)
+        reply, captured = await self._through_litellm(litellm, self._arguments(request))
+        if thin is not None and reply.usage.cost_usd is None:  # a priced model stays on litellm
+            thin.remember(request, captured)
+        return reply
+
+    def _thin_path(self) -> ThinCall | None:
+        if not self._direct or self._direct_client() is None:
+            return None
+        return self._thin
+
+    async def _through_litellm(
+        self, litellm: Any, arguments: dict[str, Any]
+    ) -> tuple[ModelResponse, list[tuple[str, Any]]]:
+        from loopstate.engine.models.openai_client import capturing
+
+        with capturing() as captured:
+            try:
+                raw = await litellm.acompletion(**arguments)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise model_error(exc, self._name) from exc
+        return read_reply(raw, self.origin), captured
 
     async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
         """`complete`, streamed: deltas reported as they arrive, the same reply returned
@@ -127,6 +162,11 @@ class LiteLLMModel:
 
             client = direct_payload_client(litellm, self.origin.provider, self.settings)
             self._client = (loop, client)
+            self._thin = None
+            if client is not None:
+                from loopstate.engine.models.openai_direct import ThinCall
+
+                self._thin = ThinCall(litellm, client, self._name, self.settings)
         return self._client[1]
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:

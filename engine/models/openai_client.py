@@ -19,23 +19,110 @@ other provider, goes through litellm unchanged.
 
 from __future__ import annotations
 
+import contextvars
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from openai import AsyncOpenAI
+import httpx
+from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, OpenAIError
+from openai._base_client import status_exceptions, timeout_exceptions  # type: ignore[attr-defined]
+from openai._legacy_response import LegacyAPIResponse
+from openai._utils._json import openapi_dumps
 from openai.resources.chat import AsyncChat
 from openai.resources.chat.completions import AsyncCompletions
 
 # Sent through `extra_body`: the payload that grows with the history.
 _MOVED = ("messages", "tools")
+# Headers httpx derives per request, from the body and the pool's cookie jar.
+_PER_REQUEST = frozenset({b"content-length", b"cookie"})
 # With any of these litellm builds a client differently (Azure AD, workload identity, ...).
 _OWN_CLIENT = frozenset(
     {"client", "api_version", "azure_ad_token", "litellm_params", "shared_session"}
 )
 
 
+_capture: contextvars.ContextVar[list[tuple[str, Any]] | None] = contextvars.ContextVar(
+    "loopstate_openai_capture", default=None
+)
+
+
+def record(kind: str, value: Any) -> None:
+    """What litellm hands the client (`params`), what the SDK sends (`request`) and how it
+    reads the reply (`reading`): kept while a capture is open (`capturing`)."""
+    captured = _capture.get()
+    if captured is not None:
+        captured.append((kind, value))
+
+
+@contextmanager
+def capturing() -> Iterator[list[tuple[str, Any]]]:
+    captured: list[tuple[str, Any]] = []
+    token = _capture.set(captured)
+    try:
+        yield captured
+    finally:
+        _capture.reset(token)
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One request as the SDK built it (headers, URL, timeout, body key order) and what its
+    reply is read with: every call of the same shape sends the same but for its body."""
+
+    request: httpx.Request
+    body: tuple[tuple[str, Any], ...]
+    reading: tuple[Any, Any, Any]  # cast_to, stream_cls, options
+
+    @classmethod
+    def of(cls, request: httpx.Request, reading: tuple[Any, Any, Any]) -> Wire | None:
+        body = json.loads(request.content)
+        if not isinstance(body, dict):
+            return None
+        return cls(request, tuple(body.items()), reading)
+
+    def build(self, body: dict[str, Any], cookies: httpx.Cookies) -> httpx.Request:
+        """The same request with `body` (the SDK's own JSON encoding) and the pool's cookies
+        as they are now (a server may have set some since), both put where httpx's
+        `build_request` puts them: Cookie after the headers, then Content-Length."""
+        headers = [(k, v) for k, v in self.request.headers.raw if k.lower() not in _PER_REQUEST]
+        return httpx.Request(
+            self.request.method, self.request.url, headers=headers, cookies=cookies or None,
+            content=openapi_dumps(body), extensions=dict(self.request.extensions),
+        )  # fmt: skip
+
+
+async def send(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) -> Any:
+    """The SDK's `request` for one attempt (retries are off): sent on the client's own pool,
+    failures raised as the SDK raises them, the reply as `with_raw_response` returns it."""
+    request = wire.build(body, client._client.cookies)
+    try:
+        response = await client._send_request(request, stream=False)
+    except timeout_exceptions() as err:
+        raise APITimeoutError(request=request) from err
+    except OpenAIError:
+        raise
+    except Exception as err:
+        raise APIConnectionError(request=request) from err
+    try:
+        response.raise_for_status()
+    except status_exceptions() as err:
+        if not err.response.is_closed:
+            await err.response.aread()
+        raise client._make_status_error_from_response(err.response) from None
+    cast_to, stream_cls, options = wire.reading
+    return LegacyAPIResponse(
+        raw=response, client=client, cast_to=cast_to, stream=False, stream_cls=stream_cls,
+        options=options, retries_taken=0,
+    )  # fmt: skip
+
+
 class _Completions(AsyncCompletions):
     async def create(self, **params: Any) -> Any:  # forwards every argument, typed by the SDK
+        record("params", dict(params))  # what litellm built: the thin path's template
         moved = {key: params[key] for key in _MOVED if key in params}
         for key in moved:
             params[key] = []  # a placeholder keeps the key's place in the body
@@ -51,6 +138,17 @@ class _Chat(AsyncChat):
 
 class DirectPayloadClient(AsyncOpenAI):
     """`AsyncOpenAI` whose chat completions send messages and tools untransformed."""
+
+    async def request(  # forwards every argument
+        self, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None
+    ) -> Any:
+        record("reading", (cast_to, stream_cls, options))
+        return await super().request(cast_to, options, stream=stream, stream_cls=stream_cls)
+
+    def _build_request(self, options: Any, *, retries_taken: int = 0) -> httpx.Request:
+        request = super()._build_request(options, retries_taken=retries_taken)
+        record("request", request)
+        return request
 
     @cached_property
     def chat(self) -> AsyncChat:

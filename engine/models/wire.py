@@ -22,9 +22,12 @@ from loopstate.engine.messages import to_wire as stored_form
 _NESTED_FIELDS = frozenset({"anthropic", "bedrock", "vertex_ai", "gemini"})
 
 
-def provider_messages(messages: Iterable[Message], target: Origin) -> list[dict[str, Any]]:
-    """The chat-completions dicts litellm is given for `target`."""
-    wire_ids: dict[str, str] = {}
+def provider_messages(
+    messages: Iterable[Message], target: Origin, wire_ids: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The chat-completions dicts litellm is given for `target`. `wire_ids` (filled in): the
+    wire ids of the calls of the messages before these, when only a history's tail is sent."""
+    wire_ids = {} if wire_ids is None else wire_ids
     out: list[dict[str, Any]] = []
     for message in messages:
         if isinstance(message, AssistantMessage):

@@ -1,0 +1,292 @@
+"""The thin path of an OpenAI-compatible call: litellm's own request and reply functions,
+without litellm's per-call machinery around them.
+
+`litellm.acompletion` spends ~5 ms of CPU per call outside the request itself (logging
+objects, callbacks, parameter mapping, provider lookup, cost calculation from its model map).
+For an `openai/` model with an explicit `api_base` and `api_key` (the direct-payload client's
+case, see `openai_client.py`), a call repeats what litellm computed on the first call of the
+same shape, so after that first call the thin path does only what changes per call, with the
+same litellm functions in the same order:
+
+- messages: `validate_and_fix_openai_messages`, `get_completion_messages`, then the provider
+  config's `async_transform_request` (which also sanitizes the tools), only for the messages
+  the history gained since its last call (`ThinCall`);
+- every other field of the body (model, tool_choice, temperature, extra_body, ...), the
+  headers, URL and timeout: as litellm and the SDK produced them on the first call, captured
+  where litellm hands them to the OpenAI client and where the SDK builds its request
+  (`openai_client.Wire`), in the same order; the body encoded by the SDK's own encoder and
+  sent on the same pool, so the bytes on the wire are the same;
+- the reply: the SDK's `LegacyAPIResponse.parse`, then `model_dump`,
+  `transform_parsed_response_dict` and `convert_to_model_response_object`, as litellm's OpenAI
+  handler does;
+- errors: raised as the SDK raises them (status, timeout, connection), wrapped in litellm's
+  `OpenAIError` and mapped by its `exception_type`, as its handler and `acompletion` do.
+
+tests/test_openai_thin_path.py compares both paths over real HTTP: path, headers in order and
+body bytes of every request, the replies read and the errors raised.
+
+It is used only where the skipped work is provably a no-op (`eligible`): no litellm callbacks,
+cache or global headers; settings from a known list; text-only messages without a developer
+role; a model litellm could not price on the first call (an unpriced reply's cost stays
+unknown; a priced model keeps litellm's cost calculation). Everything else goes through
+`litellm.acompletion` unchanged, as does a model built with `direct=False`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from loopstate.engine.messages import Message, Origin
+from loopstate.engine.model import ModelRequest
+from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, send
+from loopstate.engine.models.wire import provider_messages
+
+# Settings whose litellm mapping is a fixed function of the setting (captured once).
+_SETTINGS = frozenset(
+    {
+        "api_base", "api_key", "organization", "temperature", "top_p", "max_tokens",
+        "max_completion_tokens", "seed", "stop", "timeout", "extra_headers", "extra_body",
+        "presence_penalty", "frequency_penalty", "parallel_tool_calls", "user",
+        "reasoning_effort", "response_format", "logit_bias", "num_retries",
+    }
+)  # fmt: skip
+# litellm globals that add per-call work the thin path does not repeat.
+_EMPTY_GLOBALS = (
+    "callbacks", "success_callback", "failure_callback", "_async_success_callback",
+    "_async_failure_callback", "input_callback", "service_callback", "headers", "cache",
+    "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
+)  # fmt: skip
+_MOVED = frozenset({"messages", "tools"})
+_KEPT = 64  # histories kept: runs sharing one model at once (more: a full transform each)
+# Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
+_TEMPLATES: dict[tuple[str, str, tuple[bool, str]], Template] = {}
+
+
+def eligible(litellm: Any, settings: dict[str, Any]) -> bool:
+    """The settings and litellm's globals leave nothing per call the thin path skips."""
+    if not settings.keys() <= _SETTINGS or settings.get("num_retries", 0) != 0:
+        return False
+    return not any(getattr(litellm, name, None) for name in _EMPTY_GLOBALS)
+
+
+def _plain(messages: list[dict[str, Any]]) -> bool:
+    """Text-only messages without a developer role: litellm's message transforms (images,
+    files, tool references, developer role) are then each message's own, message by message."""
+    return all(
+        m.get("role") != "developer" and isinstance(m.get("content"), str | None) for m in messages
+    )
+
+
+@dataclass(frozen=True)
+class Template:
+    """What litellm handed the SDK for one request shape (minus messages and tools) and the
+    request the SDK built of it."""
+
+    fields: tuple[tuple[str, Any], ...]
+    timeout: Any
+    wire: Wire
+
+
+def shape(request: ModelRequest) -> tuple[bool, str]:
+    return bool(request.tools), repr(request.tool_choice) if request.tools else ""
+
+
+def template_of(captured: list[tuple[str, Any]]) -> Template | None:
+    """The template of one non-streamed call, sent once (no retry, no second request)."""
+    kinds = [kind for kind, _ in captured]
+    if sorted(kinds) != ["params", "reading", "request"]:
+        return None
+    got = dict(captured)
+    params = dict(got["params"])
+    if params.get("stream"):
+        return None
+    timeout = params.pop("timeout", None)
+    wire = Wire.of(got["request"], got["reading"])
+    if wire is None:
+        return None
+    fields = tuple((k, None if k in _MOVED else v) for k, v in params.items())
+    return Template(fields, timeout, wire)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A history as last sent: its messages, their call ids on the wire, the dicts sent."""
+
+    source: tuple[Message, ...]
+    wire_ids: dict[str, str]
+    sent: list[dict[str, Any]]
+
+
+class ThinCall:
+    """The thin path for one `LiteLLMModel` (its settings and client are fixed).
+
+    A run's history only grows, so each call transforms only the messages the last call of
+    the same history did not have (litellm's message transforms are per message for plain
+    messages, see `_plain`); the histories of the last `_KEPT` runs are kept.
+    """
+
+    def __init__(
+        self, litellm: Any, client: DirectPayloadClient, name: str, settings: dict[str, Any]
+    ) -> None:
+        self._litellm = litellm
+        self._client = client
+        self._settings = settings
+        self._api_base = settings["api_base"]
+        self._key = (name, repr(sorted(settings.items(), key=lambda item: item[0])))
+        self._configs: dict[str, Any] = {}
+        self._histories: OrderedDict[int, _Sent] = OrderedDict()
+
+    async def complete(self, request: ModelRequest, origin: Origin, name: str) -> Any | None:
+        """The call's litellm reply, or None when it must go through litellm."""
+        template = _TEMPLATES.get((*self._key, shape(request)))
+        if template is None or not eligible(self._litellm, self._settings):
+            return None
+        data = await self._body(dict(template.fields), request, origin)
+        if data is None:
+            return None
+        try:
+            return await self._send(data, template)
+        except Exception as exc:
+            raise self._mapped(exc, name) from exc
+
+    def remember(self, request: ModelRequest, captured: list[tuple[str, Any]]) -> None:
+        """Keep what litellm built for `request` as the template of its shape."""
+        template = template_of(captured)
+        if template is not None:
+            _TEMPLATES[(*self._key, shape(request))] = template
+
+    def _config(self, model: str) -> Any:
+        config = self._configs.get(model)
+        if config is None:
+            litellm = self._litellm
+            config = litellm.ProviderConfigManager.get_provider_chat_config(
+                model=model, provider=litellm.LlmProviders.OPENAI
+            )
+            self._configs[model] = config
+        return config
+
+    def _history(self, messages: tuple[Message, ...]) -> _Sent:
+        """What was sent of the longest earlier state of this history (empty if none)."""
+        if messages:
+            last = self._histories.get(id(messages[0]))
+            if (
+                last is not None
+                and len(last.source) <= len(messages)
+                and all(a is b for a, b in zip(last.source, messages, strict=False))
+            ):
+                return last
+        return _Sent((), {}, [])
+
+    def _keep(self, sent: _Sent) -> None:
+        if sent.source:
+            key = id(sent.source[0])
+            self._histories[key] = sent
+            self._histories.move_to_end(key)
+            while len(self._histories) > _KEPT:
+                self._histories.popitem(last=False)
+
+    async def _body(
+        self, fields: dict[str, Any], request: ModelRequest, origin: Origin
+    ) -> dict[str, Any] | None:
+        from litellm.litellm_core_utils.prompt_templates.common_utils import (
+            get_completion_messages,
+        )
+        from litellm.utils import validate_and_fix_openai_messages, validate_and_fix_openai_tools
+
+        model = fields["model"]
+        last = self._history(request.messages)
+        wire_ids = dict(last.wire_ids)
+        new = provider_messages(request.messages[len(last.source) :], origin, wire_ids)
+        if not _plain(new):
+            return None
+        fixed: list[Any] = validate_and_fix_openai_messages(messages=new)
+        fixed = get_completion_messages(
+            messages=fixed,
+            ensure_alternating_roles=False,
+            user_continue_message=None,
+            assistant_continue_message=None,
+        )
+        optional = {k: v for k, v in fields.items() if k not in ("model", "messages")}
+        if "tools" in optional:
+            tools = [d.to_wire() for d in request.tools]
+            optional["tools"] = validate_and_fix_openai_tools(tools=tools)
+        data = dict(
+            await self._config(model).async_transform_request(
+                model=model,
+                messages=fixed,
+                optional_params=optional,
+                litellm_params={"custom_llm_provider": "openai", "api_base": self._api_base},
+                headers={},
+            )
+        )
+        data["messages"] = last.sent + data["messages"]
+        self._keep(_Sent(request.messages, wire_ids, data["messages"]))
+        return data
+
+    async def _send(self, data: dict[str, Any], template: Template) -> Any:
+        """What litellm's `make_openai_chat_completion_request` and its caller do."""
+        import openai
+        from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import (
+            convert_to_model_response_object,
+        )
+        from litellm.llms.openai.common_utils import (
+            build_output_token_limit_response,
+            is_output_token_limit_error,
+        )
+
+        litellm = self._litellm
+        timeout = template.timeout
+        body = {k: data[k] if k in _MOVED else v for k, v in template.wire.body}
+        start = time.time()
+        try:
+            raw = await send(self._client, template.wire, body)
+            headers: Any = dict(raw.headers)
+            response = raw.parse()
+        except openai.APITimeoutError as exc:
+            exc.message += (
+                f" - timeout value={timeout}, time taken={round(time.time() - start, 2)} seconds"
+            )
+            raise
+        except openai.BadRequestError as exc:
+            if not is_output_token_limit_error(exc):
+                raise
+            headers, response = build_output_token_limit_response(e=exc, data=data, is_async=True)
+        if not hasattr(response, "model_dump"):
+            raise litellm.llms.openai.openai.OpenAIError(
+                status_code=500,
+                message=f"Empty or invalid response from LLM endpoint. Received: {response!r}. "
+                "Check the reverse proxy or model server configuration.",
+            )
+        parsed = self._config(data["model"]).transform_parsed_response_dict(response.model_dump())
+        return convert_to_model_response_object(
+            response_object=parsed,
+            model_response_object=litellm.ModelResponse(),
+            hidden_params={"headers": headers},
+            _response_headers=headers,
+        )
+
+    def _mapped(self, exc: Exception, name: str) -> Exception:
+        """What `litellm.acompletion` raises for `exc`: its handler's `OpenAIError`, mapped."""
+        litellm = self._litellm
+        from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+
+        if not isinstance(exc, litellm.llms.openai.openai.OpenAIError):
+            response = getattr(exc, "response", None)
+            headers = getattr(exc, "headers", None)
+            if headers is None and response:
+                headers = getattr(response, "headers", None)
+            exc = litellm.llms.openai.openai.OpenAIError(
+                status_code=getattr(exc, "status_code", 500),
+                message=getattr(exc, "message", str(exc)),
+                headers=headers,
+                body=getattr(exc, "body", None),
+            )
+        try:
+            return exception_type(  # type: ignore[no-untyped-call,no-any-return]
+                model=name, custom_llm_provider="openai", original_exception=exc
+            )
+        except Exception as mapped:  # exception_type raises the mapped exception
+            return mapped
