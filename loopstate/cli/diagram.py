@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,17 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    code = _main(args)
+    if args.run and db_of(args).startswith("temporal://"):
+        # temporalio's Rust threads can abort the interpreter as it finalizes (sdk-python#300;
+        # seen here under load): as `loopstate temporal`, a command that has said all ends now
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.all:
             for path in write_all(Path(args.all)):
