@@ -171,10 +171,11 @@ def mid_stream(exc: Exception, wire_model: str, chunks: list[dict[str, Any]]) ->
     mapped by `exception_type`, a client error (4xx but 429) as is, anything else wrapped in
     `MidStreamFallbackError` with the text so far."""
     from litellm.exceptions import MidStreamFallbackError
+    from litellm.exceptions import OpenAIError as Mapped
     from litellm.litellm_core_utils.exception_mapping_utils import exception_type
 
     mapped: Exception = exc
-    if not isinstance(exc, OpenAIError):
+    if not isinstance(exc, Mapped):  # litellm's own (an SDK error is mapped too)
         try:
             mapped = exception_type(  # type: ignore[no-untyped-call]
                 model=wire_model, custom_llm_provider="openai", original_exception=exc,
