@@ -63,8 +63,9 @@ class LiteLLMModel:
     OpenAI client would otherwise retry twice with backoff).
 
     An `openai/` model with an explicit `api_base` and `api_key` repeats, after its first call,
-    only the per-call part of litellm's work (`openai_direct.py`: the same request and reply);
-    `direct=False` sends every call through `litellm.acompletion`.
+    only the per-call part of litellm's work (`openai_direct.py`: the same request and reply;
+    `openai_stream.py` for `stream`: the same request, deltas and reply without litellm's
+    per-chunk wrapper); `direct=False` sends every call through `litellm.acompletion`.
     """
 
     def __init__(
