@@ -9,7 +9,9 @@ of CHUNKS text chunks:
 - CPU per chunk on the event loop's thread (`time.thread_time`: the server thread is not
   counted) for: a raw httpx SSE reader (lines + json.loads, the floor); litellm alone
   (`acompletion(stream=True)` iterated); `LiteLLMModel.stream` with the engine's delta relay
-  into a hook (litellm + the engine's share); a whole `agent.stream` run (+ events, queue).
+  into a hook, for an unpriced model (UNPRICED) through litellm's stream wrapper
+  (`direct=False`) and on the thin path (`openai_stream.py`, after a first call fills its
+  template); a whole `agent.stream` run (+ events, queue; MODEL, priced: through litellm).
 - Time to first delta: litellm alone vs `agent.stream` (run creation, store, hooks included).
 - Step overhead with a ScriptedModel: no listener (the plain `complete` path) vs a delta hook
   (the scripted model streams word by word).
@@ -47,6 +49,8 @@ structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.
 CHUNKS = 400
 REPEATS = 7
 MODEL = "openai/gpt-4o-mini"
+# The thin path takes models litellm cannot price (a priced model keeps litellm's cost).
+UNPRICED = "openai/local-model"
 REQUEST = ModelRequest(messages=(UserMessage(content="go"),), step=1)
 
 
@@ -98,8 +102,8 @@ async def litellm_alone(server: ModelServer) -> tuple[float, float]:
     return (time.thread_time() - started) / len(chunks) * 1e6, (first - wall) * 1e3
 
 
-async def engine_model(server: ModelServer) -> float:
-    model = LiteLLMModel(MODEL, api_base=server.openai_base, api_key="k")
+async def engine_model(server: ModelServer, direct: bool = True) -> float:
+    model = LiteLLMModel(UNPRICED, api_base=server.openai_base, api_key="k", direct=direct)
     sink = Sink()
     started = time.thread_time()
     await model.stream(REQUEST, DeltaRelay("r", 1, time.time, sink))
@@ -238,13 +242,20 @@ async def main() -> None:
         await litellm_alone(server)  # warm up: imports, connection pools
         raw = await median(raw_httpx, server)
         alone, alone_first = await median(litellm_alone, server)
+        through = await median(lambda s: engine_model(s, direct=False), server)
+        server.script(reply())
+        await engine_model(server)  # the first streamed call of its shape fills the template
         engine = await median(engine_model, server)
         whole, whole_first = await median(agent_stream, server)
     print(f"CPU per chunk ({CHUNKS} chunks, median of {REPEATS}, event-loop thread):")
     print(f"  raw httpx SSE reader      {raw:8.1f} µs   1.00x (floor)")
     print(f"  litellm alone             {alone:8.1f} µs   {alone / raw:5.1f}x")
-    print(f"  LiteLLMModel.stream       {engine:8.1f} µs   {engine / raw:5.1f}x  "
-          f"(engine share {engine - alone:+.1f} µs)")  # fmt: skip
+    print(f"  LiteLLMModel.stream, direct=False (litellm's stream wrapper)"
+          f"\n                            {through:8.1f} µs   {through / raw:5.1f}x  "
+          f"(engine share {through - alone:+.1f} µs)")  # fmt: skip
+    print(f"  LiteLLMModel.stream, thin path (openai_stream.py)"
+          f"\n                            {engine:8.1f} µs   {engine / raw:5.1f}x  "
+          f"({engine / through:.2f}x of direct=False)")  # fmt: skip
     print(f"  agent.stream (whole run)  {whole:8.1f} µs   {whole / raw:5.1f}x  "
           f"(engine + run share {whole - alone:+.1f} µs)")  # fmt: skip
     print("time to first delta (median):")

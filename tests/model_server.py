@@ -61,6 +61,8 @@ class Reply:
     `stall`: send nothing more until the client goes away."""
     chunk_delay: float = 0.0
     """Streamed: seconds before each event."""
+    events: tuple[bytes, ...] | None = None
+    """Streamed: these server-sent events, sent as they are (a recorded provider stream)."""
 
 
 def text_reply(text: str, *, usage: tuple[int, int] = (11, 7)) -> Reply:
@@ -81,6 +83,12 @@ def raw_reply(
     """A provider's JSON body exactly as given: an OpenAI-format or Anthropic-format reply
     (or error), shaped after a real recorded response."""
     return Reply(body=body, status=status, headers=headers)
+
+
+def raw_stream(body: dict[str, Any]) -> Reply:
+    """A recorded OpenAI-format reply body, streamed as its provider streams it
+    (`sse.openai_events_of`)."""
+    return Reply(events=tuple(sse.openai_events_of(body)))
 
 
 def cut_stream(reply: Reply, after: int, how: Literal["clean", "drop", "stall"]) -> Reply:
@@ -254,7 +262,11 @@ def _error_body(anthropic: bool, status: int, message: str) -> dict[str, Any]:
 def _events(reply: Reply, anthropic: bool, model: str, include_usage: bool) -> list[bytes]:
     calls = [(cid, name, _args(arguments)) for cid, name, arguments in reply.calls]
     finish = reply.cut is None
-    if anthropic:
+    if reply.events is not None:
+        events = list(reply.events)
+        if not finish:
+            events = [e for e in events if b'"finish_reason": null' in e or b"[DONE]" in e]
+    elif anthropic:
         events = sse.anthropic_events(reply.text, calls, reply.usage, model, finish=finish)
     else:
         events = sse.openai_events(reply.text, calls, reply.usage, model, include_usage,

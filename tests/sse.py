@@ -119,3 +119,37 @@ def anthropic_events(
                                       "usage": {"output_tokens": completion}}))  # fmt: skip
         out.append(("message_stop", {"type": "message_stop"}))
     return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in out]
+
+
+def openai_events_of(body: dict[str, Any]) -> list[bytes]:
+    """A recorded OpenAI-format reply body streamed as its provider streams it: a role chunk,
+    the reasoning then the text in pieces, each tool call's id, name and own fields (an empty
+    or repeated id as recorded) then its argument fragments, the finish chunk, the usage
+    chunk (`choices: []`), `[DONE]`."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    top = {k: v for k, v in body.items() if k not in ("choices", "usage", "object")}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**top, "object": "chat.completion.chunk", "usage": None,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                             "finish_reason": finish_reason}]}  # fmt: skip
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    for name in ("reasoning_content", "reasoning"):
+        out += [chunk({name: p}) for p in pieces(message.get(name) or "")]
+    out += [chunk({"content": p}) for p in pieces(message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        fields = {k: v for k, v in call.items() if k not in ("index", "function")}
+        function = call["function"]
+        first = {"index": index, **fields, "function": {"name": function["name"], "arguments": ""}}
+        out.append(chunk({"tool_calls": [first]}))
+        out += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            for part in halves(function["arguments"])
+        ]
+    out.append(chunk({}, choice["finish_reason"]))
+    last = chunk({})
+    last["choices"], last["usage"] = [], body["usage"]
+    out.append(last)
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in out] + [b"data: [DONE]\n\n"]

@@ -23,6 +23,7 @@ from loopstate.engine.streaming import DeltaListener
 if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not with loopstate
     from loopstate.engine.models.openai_client import DirectPayloadClient
     from loopstate.engine.models.openai_direct import ThinCall
+    from loopstate.engine.models.openai_stream import ThinStream
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -62,8 +63,9 @@ class LiteLLMModel:
     OpenAI client would otherwise retry twice with backoff).
 
     An `openai/` model with an explicit `api_base` and `api_key` repeats, after its first call,
-    only the per-call part of litellm's work (`openai_direct.py`: the same request and reply);
-    `direct=False` sends every call through `litellm.acompletion`.
+    only the per-call part of litellm's work (`openai_direct.py`: the same request and reply;
+    `openai_stream.py` for `stream`: the same request, deltas and reply without litellm's
+    per-chunk wrapper); `direct=False` sends every call through `litellm.acompletion`.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class LiteLLMModel:
         self._client: tuple[asyncio.AbstractEventLoop, DirectPayloadClient | None] | None = None
         self._direct = direct
         self._thin: ThinCall | None = None
+        self._streamer: tuple[DirectPayloadClient, ThinStream] | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
 
@@ -131,9 +134,31 @@ class LiteLLMModel:
         """`complete`, streamed: deltas reported as they arrive, the same reply returned
         (with usage and cost). A truncated, dropped or stalled stream is a `ModelError`."""
         litellm = _import_litellm()
-        return await stream_reply(
-            litellm, self._arguments(request), self.origin, listener, self.stall_s
-        )
+        thin = self._thin_stream()
+        if thin is not None:
+            reply = await thin.stream(request, self.origin, listener, self.stall_s)
+            if reply is not None:
+                return reply
+        from loopstate.engine.models.openai_client import capturing
+
+        with capturing() as captured:
+            reply = await stream_reply(
+                litellm, self._arguments(request), self.origin, listener, self.stall_s
+            )
+        if thin is not None and reply.usage.cost_usd is None:  # a priced model stays on litellm
+            thin.remember_stream(request, captured)
+        return reply
+
+    def _thin_stream(self) -> ThinStream | None:
+        """The streamed thin path (`openai_stream.py`), over the same client as `_thin`."""
+        if self._thin_path() is None or self._client is None or self._client[1] is None:
+            return None
+        if self._streamer is None or self._streamer[0] is not self._client[1]:
+            from loopstate.engine.models.openai_stream import ThinStream
+
+            thin = ThinStream(_import_litellm(), self._client[1], self._name, self.settings)
+            self._streamer = (self._client[1], thin)
+        return self._streamer[1]
 
     @property
     def origin(self) -> Origin:

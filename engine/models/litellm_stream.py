@@ -35,7 +35,7 @@ async def stream_reply(
     try:
         stream = await asyncio.wait_for(litellm.acompletion(**arguments), stall_s)
     except TimeoutError:
-        raise _stalled(model, stall_s, "before the stream began") from None
+        raise stalled(model, stall_s, "before the stream began") from None
     except (asyncio.CancelledError, ModelError):
         raise
     except Exception as exc:
@@ -46,11 +46,7 @@ async def stream_reply(
         await _close(stream)
     received = getattr(stream, "received_finish_reason", _NOT_REPORTED)
     if received is None:
-        raise ModelError(
-            f"model {model} failed: the stream ended without a finish reason after "
-            f"{len(chunks)} chunks (truncated)",
-            error_type="truncated",
-        )
+        raise truncated(model, len(chunks))
     raw = litellm.stream_chunk_builder(chunks, messages=arguments["messages"])
     if raw is None:
         raise ModelError(f"model {model} failed: the stream had no chunks", error_type="truncated")
@@ -71,7 +67,7 @@ async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float
     except TimeoutError as exc:
         if not deadline.expired():
             raise model_error(exc, model) from exc
-        raise _stalled(model, stall_s, f"after {len(chunks)} chunks") from None
+        raise stalled(model, stall_s, f"after {len(chunks)} chunks") from None
     except (asyncio.CancelledError, ModelError):
         raise
     except Exception as exc:
@@ -104,7 +100,15 @@ async def _close(stream: Any) -> None:
             await close()
 
 
-def _stalled(model: str, stall_s: float, when: str) -> ModelError:
+def truncated(model: str, chunks: int) -> ModelError:
+    return ModelError(
+        f"model {model} failed: the stream ended without a finish reason after "
+        f"{chunks} chunks (truncated)",
+        error_type="truncated",
+    )
+
+
+def stalled(model: str, stall_s: float, when: str) -> ModelError:
     return ModelError(
         f"model {model} failed: the stream stalled, no chunk for {stall_s:g} s {when}",
         error_type="timeout",
