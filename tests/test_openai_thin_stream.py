@@ -127,9 +127,20 @@ async def test_recorded_provider_streams_give_the_same_deltas_and_replies_on_the
     assert isinstance(groq, ModelResponse)
     assert groq.message.tool_calls is not None
     assert groq.message.tool_calls[0].id == "x"
-    # litellm's chunk builder drops calls streamed with an empty id; the thin path the same
-    _, gemini_deltas = thin[11]
+    # calls streamed with an empty id are kept (litellm's chunk builder alone drops them),
+    # with an empty id that the run replaces with a run-unique one
+    gemini, gemini_deltas = thin[11]
     assert ("call", 0, None, "read_file", "") in gemini_deltas
+    assert isinstance(gemini, ModelResponse)
+    assert gemini.message.tool_calls is not None
+    assert [(c.id, c.function.name) for c in gemini.message.tool_calls] == [
+        ("", "read_file"),
+        ("", "read_file"),
+    ]
+    assert '"a.py"' in gemini.message.tool_calls[0].function.arguments
+    signed = {"extra_content": {"google": {"thought_signature": "sig=="}}}
+    assert gemini.message.tool_calls[0].provider_fields == signed  # the next request carries it
+    assert gemini.message.tool_calls[1].provider_fields is None
 
 
 async def test_a_request_without_tools_and_with_settings_streams_the_same_bytes() -> None:

@@ -47,7 +47,7 @@ async def stream_reply(
     received = getattr(stream, "received_finish_reason", _NOT_REPORTED)
     if received is None:
         raise truncated(model, len(chunks))
-    raw = litellm.stream_chunk_builder(chunks, messages=arguments["messages"])
+    raw = assemble(litellm, chunks, arguments["messages"])
     if raw is None:
         raise ModelError(f"model {model} failed: the stream had no chunks", error_type="truncated")
     return read_reply(raw, origin)
@@ -113,3 +113,39 @@ def stalled(model: str, stall_s: float, when: str) -> ModelError:
         f"model {model} failed: the stream stalled, no chunk for {stall_s:g} s {when}",
         error_type="timeout",
     )
+
+
+_KEY = "\x00loopstate-call:"
+"""Stands in for a streamed call's id while litellm assembles the reply."""
+_DELTA_KEYS = frozenset({"id", "index", "type", "function", "provider_specific_fields"})
+
+
+def assemble(litellm: Any, chunks: list[Any], messages: Any) -> Any:
+    """The reply `stream_chunk_builder` assembles from `chunks`, with what it would lose of
+    the tool calls: a call streamed without an id (Gemini's OpenAI-compatible API sends `""`)
+    is dropped by the builder, and a call's extra fields (Gemini's `extra_content` thought
+    signature, which the next request must carry) are not kept. Each call's fragments carry a
+    stand-in id keyed by its index while the builder runs; then the call gets its own id back
+    (empty if none came: the run gives it a run-unique one) and its extra fields."""
+    ids: dict[str, str] = {}
+    extras: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        for choice in getattr(chunk, "choices", None) or ():
+            for call in getattr(getattr(choice, "delta", None), "tool_calls", None) or ():
+                key = f"{_KEY}{getattr(choice, 'index', 0)}:{getattr(call, 'index', 0) or 0}"
+                if getattr(call, "id", None):
+                    ids[key] = call.id
+                ids.setdefault(key, "")
+                dumped = call.model_dump() if hasattr(call, "model_dump") else {}
+                more = {k: v for k, v in dumped.items() if k not in _DELTA_KEYS and v is not None}
+                extras.setdefault(key, {}).update(more)
+                call.id = key
+    raw = litellm.stream_chunk_builder(chunks, messages=messages)
+    for choice in getattr(raw, "choices", None) or ():
+        for call in getattr(getattr(choice, "message", None), "tool_calls", None) or ():
+            key = call.id
+            if key in ids:
+                call.id = ids[key]
+                for name, value in extras[key].items():
+                    setattr(call, name, value)
+    return raw

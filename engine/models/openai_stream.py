@@ -34,7 +34,7 @@ from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
-from loopstate.engine.models.litellm_stream import stalled, truncated
+from loopstate.engine.models.litellm_stream import assemble, stalled, truncated
 from loopstate.engine.models.openai_client import DirectPayloadClient, Wire
 from loopstate.engine.models.openai_direct import _MOVED, Template, ThinCall, eligible, shape
 from loopstate.engine.streaming import DeltaListener
@@ -158,7 +158,7 @@ class ThinStream(ThinCall):
         litellm = self._litellm
         model = data["model"]
         built = [litellm.ModelResponseStream(**{**chunk, "model": model}) for chunk in chunks]
-        raw = litellm.stream_chunk_builder(built, messages=data["messages"])
+        raw = assemble(litellm, built, data["messages"])
         if raw is None:
             raise ModelError(
                 f"model {origin.model} failed: the stream had no chunks", error_type="truncated"
