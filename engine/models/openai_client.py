@@ -98,9 +98,22 @@ class Wire:
 async def send(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) -> Any:
     """The SDK's `request` for one attempt (retries are off): sent on the client's own pool,
     failures raised as the SDK raises them, the reply as `with_raw_response` returns it."""
+    response = await sent(client, wire, body, stream=False)
+    cast_to, stream_cls, options = wire.reading
+    return LegacyAPIResponse(
+        raw=response, client=client, cast_to=cast_to, stream=False, stream_cls=stream_cls,
+        options=options, retries_taken=0,
+    )  # fmt: skip
+
+
+async def sent(
+    client: DirectPayloadClient, wire: Wire, body: dict[str, Any], *, stream: bool
+) -> Any:
+    """One attempt of the SDK's request on the client's own pool: the httpx response once its
+    status is a success; failures raised as the SDK raises them (timeout, connection, status)."""
     request = wire.build(body, client._client.cookies)
     try:
-        response = await client._send_request(request, stream=False)
+        response = await client._send_request(request, stream=stream)
     except timeout_exceptions() as err:
         raise APITimeoutError(request=request) from err
     except OpenAIError:
@@ -113,11 +126,7 @@ async def send(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) ->
         if not err.response.is_closed:
             await err.response.aread()
         raise client._make_status_error_from_response(err.response) from None
-    cast_to, stream_cls, options = wire.reading
-    return LegacyAPIResponse(
-        raw=response, client=client, cast_to=cast_to, stream=False, stream_cls=stream_cls,
-        options=options, retries_taken=0,
-    )  # fmt: skip
+    return response
 
 
 class _Completions(AsyncCompletions):

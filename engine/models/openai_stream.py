@@ -26,8 +26,7 @@ import asyncio
 from contextlib import suppress
 from typing import Any
 
-from openai import APIConnectionError, APITimeoutError, AsyncStream, OpenAIError
-from openai._base_client import status_exceptions, timeout_exceptions  # type: ignore[attr-defined]
+from openai import AsyncStream
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Origin
@@ -35,7 +34,7 @@ from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import assemble, stalled, truncated
-from loopstate.engine.models.openai_client import DirectPayloadClient, Wire
+from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, sent
 from loopstate.engine.models.openai_direct import _MOVED, Template, ThinCall, eligible, shape
 from loopstate.engine.streaming import DeltaListener
 
@@ -63,21 +62,7 @@ def stream_template_of(captured: list[tuple[str, Any]]) -> Template | None:
 
 async def open_stream(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) -> Any:
     """The SDK's `request(stream=True)` for one attempt: the reply's SSE as dicts."""
-    request = wire.build(body, client._client.cookies)
-    try:
-        response = await client._send_request(request, stream=True)
-    except timeout_exceptions() as err:
-        raise APITimeoutError(request=request) from err
-    except OpenAIError:
-        raise
-    except Exception as err:
-        raise APIConnectionError(request=request) from err
-    try:
-        response.raise_for_status()
-    except status_exceptions() as err:
-        if not err.response.is_closed:
-            await err.response.aread()
-        raise client._make_status_error_from_response(err.response) from None
+    response = await sent(client, wire, body, stream=True)
     options = wire.reading[2]
     return AsyncStream(cast_to=object, response=response, client=client, options=options)
 
