@@ -12,6 +12,7 @@ threads) and wall time per step:
 - `litellm.acompletion` alone, no engine;
 - loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`, and the same with `direct=False` (every
   call through `litellm.acompletion`, as before the thin path of `engine/models/openai_direct.py`);
+  the model is `openai/gpt-4o-mini`, which litellm prices: each call's cost is computed (checked);
 - pydantic-ai and the OpenAI Agents SDK with their own OpenAI client, in their own virtualenv
   `.venv-peers` and process (`bench/real_step_peers.py` says how to make it; they need openai>=3,
   litellm openai<3): "not installed" without it.
@@ -39,7 +40,7 @@ from loopstate.engine.models.litellm import _import_litellm
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 HISTORIES = (5, 25, 100, 200)
-MODEL = "bench-model"
+MODEL = "gpt-4o-mini"  # priced in litellm's local map: every call's cost is computed
 
 
 @tool
@@ -98,6 +99,7 @@ async def loopstate(base: str, steps: int, *, direct: bool = True) -> None:
     agent = Agent(model, [echo], store=MemoryStore(), max_steps=10**6)
     result = await agent.run("go")
     assert (result.status, result.steps) == ("done", steps), result
+    assert result.usage.cost_usd and not result.usage.unpriced, result.usage
 
 
 async def loopstate_via_litellm(base: str, steps: int) -> None:

@@ -9,9 +9,9 @@ of CHUNKS text chunks:
 - CPU per chunk on the event loop's thread (`time.thread_time`: the server thread is not
   counted) for: a raw httpx SSE reader (lines + json.loads, the floor); litellm alone
   (`acompletion(stream=True)` iterated); `LiteLLMModel.stream` with the engine's delta relay
-  into a hook, for an unpriced model (UNPRICED) through litellm's stream wrapper
-  (`direct=False`) and on the thin path (`openai_stream.py`, after a first call fills its
-  template); a whole `agent.stream` run (+ events, queue; MODEL, priced: through litellm).
+  into a hook (MODEL, which litellm prices) through litellm's stream wrapper (`direct=False`)
+  and on the thin path (`openai_stream.py`, after a first call fills its template); a whole
+  `agent.stream` run (+ events, queue).
 - Time to first delta: litellm alone vs `agent.stream` (run creation, store, hooks included).
 - Step overhead with a ScriptedModel: no listener (the plain `complete` path) vs a delta hook
   (the scripted model streams word by word).
@@ -49,8 +49,6 @@ structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.
 CHUNKS = 400
 REPEATS = 7
 MODEL = "openai/gpt-4o-mini"
-# The thin path takes models litellm cannot price (a priced model keeps litellm's cost).
-UNPRICED = "openai/local-model"
 REQUEST = ModelRequest(messages=(UserMessage(content="go"),), step=1)
 
 
@@ -103,7 +101,7 @@ async def litellm_alone(server: ModelServer) -> tuple[float, float]:
 
 
 async def engine_model(server: ModelServer, direct: bool = True) -> float:
-    model = LiteLLMModel(UNPRICED, api_base=server.openai_base, api_key="k", direct=direct)
+    model = LiteLLMModel(MODEL, api_base=server.openai_base, api_key="k", direct=direct)
     sink = Sink()
     started = time.thread_time()
     await model.stream(REQUEST, DeltaRelay("r", 1, time.time, sink))

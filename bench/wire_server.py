@@ -33,7 +33,7 @@ def _reply(call: bool) -> bytes:
         "id": "chatcmpl-bench",
         "object": "chat.completion",
         "created": 1700000000,
-        "model": "bench-model",
+        "model": "gpt-4o-mini-2024-07-18",  # priced in litellm's local map
         "choices": [
             {"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}
         ],

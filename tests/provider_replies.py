@@ -6,8 +6,10 @@ Anthropic: the extended-thinking-with-tools example of Anthropic's docs and cook
 usage with cache fields). DeepSeek: deepseek-reasoner's thinking mode with tools (docs'
 "thinking_mode" guide: `reasoning_content` beside `tool_calls`, `call_00_` ids, cache-hit
 usage). Groq: gpt-oss with `reasoning_format=parsed` (`reasoning`, `service_tier`, `x_groq`).
-Gemini's OpenAI-compatible endpoint: empty call ids and `extra_content.google.thought_signature`
-on calls, as seen in Gemini-compat client test suites.
+OpenAI: chat completions with prompt caching and reasoning (the usage block of OpenAI's prompt
+caching guide: `cached_tokens`, `reasoning_tokens`, `audio_tokens`, prediction tokens;
+`service_tier`, `system_fingerprint`). Gemini's OpenAI-compatible endpoint: empty call ids and
+`extra_content.google.thought_signature` on calls, as seen in Gemini-compat client test suites.
 """
 
 from __future__ import annotations
@@ -103,6 +105,28 @@ def _function(call_id: str, name: str, arguments: dict[str, Any], **extra: Any) 
         "function": {"name": name, "arguments": json.dumps(arguments)},
         **extra,
     }
+
+
+def openai(
+    model: str, *calls: dict[str, Any], text: str | None = None, prompt: int = 2006,
+    cached: int = 0, reasoning: int = 0, service_tier: str = "default",
+) -> dict[str, Any]:  # fmt: skip
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
+                               "annotations": []}  # fmt: skip
+    if calls:
+        message["tool_calls"] = list(calls)
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": 300 + reasoning,
+        "total_tokens": prompt + 300 + reasoning,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": reasoning, "audio_tokens": 0,
+            "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+        },
+    }  # fmt: skip
+    return _chat(message, model, usage, service_tier=service_tier,
+                 system_fingerprint="fp_34a54ae93c")  # fmt: skip
 
 
 def deepseek(reasoning: str, *calls: dict[str, Any], content: str = "") -> dict[str, Any]:

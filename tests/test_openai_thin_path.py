@@ -248,28 +248,6 @@ async def test_whole_runs_send_byte_identical_requests_and_keep_the_same_history
     assert thin == own
 
 
-async def test_a_model_litellm_prices_keeps_every_call_on_litellm_and_its_cost() -> None:
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
-    litellm.acompletion = counting
-    try:
-        with serve(text_reply("One."), text_reply("Two.")) as server:
-            model = LiteLLMModel("openai/gpt-4o-mini", api_base=server.openai_base, api_key="k")
-            request = ModelRequest(messages=tuple(_history("openai/gpt-4o-mini")), step=3)
-            replies = [await model.complete(request), await model.complete(request)]
-    finally:
-        litellm.acompletion = original
-    assert reached == 2
-    assert all(r.usage.cost_usd for r in replies)
-
-
 async def test_cookies_in_the_pool_go_out_as_litellms_own_requests_carry_them() -> None:
     # A load balancer's session cookie (Cloudflare's __cf_bm in front of real APIs), set in the
     # shared pool's jar after the first call: litellm's SDK client sends it from then on.

@@ -185,25 +185,3 @@ async def test_an_error_event_mid_stream_is_the_same_model_error() -> None:
     assert isinstance(failed, ModelError)
     assert "overloaded" in str(failed)
     assert seen == [("text", "Half"), ("text", " an")]
-
-
-async def test_a_priced_model_keeps_every_streamed_call_on_litellm_and_its_cost() -> None:
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
-    with serve(text_reply("One."), text_reply("Two.")) as server:
-        model = LiteLLMModel("openai/gpt-4o-mini", api_base=server.openai_base, api_key="k")
-        request = ModelRequest(messages=tuple(_history(NAME)), step=1)
-        litellm.acompletion = counting
-        try:
-            replies = [await model.stream(request, Listener()) for _ in range(2)]
-        finally:
-            litellm.acompletion = original
-    assert reached == 2
-    assert all(r.usage.cost_usd for r in replies)

@@ -106,9 +106,10 @@ class LiteLLMModel:
                 raise model_error(exc, self._name) from exc
             if raw is not None:
                 return read_reply(raw, self.origin)
-        reply, captured = await self._through_litellm(litellm, self._arguments(request))
-        if thin is not None and reply.usage.cost_usd is None:  # a priced model stays on litellm
-            thin.remember(request, captured)
+        raw, captured = await self._through_litellm(litellm, self._arguments(request))
+        reply = read_reply(raw, self.origin)
+        if thin is not None:
+            thin.remember(request, captured, raw)
         return reply
 
     def _thin_path(self) -> ThinCall | None:
@@ -118,7 +119,7 @@ class LiteLLMModel:
 
     async def _through_litellm(
         self, litellm: Any, arguments: dict[str, Any]
-    ) -> tuple[ModelResponse, list[tuple[str, Any]]]:
+    ) -> tuple[Any, list[tuple[str, Any]]]:
         from loopstate.engine.models.openai_client import capturing
 
         with capturing() as captured:
@@ -128,7 +129,7 @@ class LiteLLMModel:
                 raise
             except Exception as exc:
                 raise model_error(exc, self._name) from exc
-        return read_reply(raw, self.origin), captured
+        return raw, captured
 
     async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
         """`complete`, streamed: deltas reported as they arrive, the same reply returned
@@ -145,7 +146,7 @@ class LiteLLMModel:
             reply = await stream_reply(
                 litellm, self._arguments(request), self.origin, listener, self.stall_s
             )
-        if thin is not None and reply.usage.cost_usd is None:  # a priced model stays on litellm
+        if thin is not None:
             thin.remember_stream(request, captured)
         return reply
 

@@ -20,16 +20,18 @@ same litellm functions in the same order:
   `transform_parsed_response_dict` and `convert_to_model_response_object`, as litellm's OpenAI
   handler does;
 - errors: raised as the SDK raises them (status, timeout, connection), wrapped in litellm's
-  `OpenAIError` and mapped by its `exception_type`, as its handler and `acompletion` do.
-
-tests/test_openai_thin_path.py compares both paths over real HTTP: path, headers in order and
-body bytes of every request, the replies read and the errors raised.
+  `OpenAIError` and mapped by its `exception_type`, as its handler and `acompletion` do;
+- the cost: as litellm prices such a call (`litellm_price.py`). A shape's template is kept
+  only if that gave the first call's own reply the cost litellm gave it.
 
 It is used only where the skipped work is provably a no-op (`eligible`): no litellm callbacks,
-cache or global headers; settings from a known list; text-only messages without a developer
-role; a model litellm could not price on the first call (an unpriced reply's cost stays
-unknown; a priced model keeps litellm's cost calculation). Everything else goes through
-`litellm.acompletion` unchanged, as does a model built with `direct=False`.
+cache or global headers; settings from a known list (no custom prices); text-only messages
+without a developer role. Everything else goes through `litellm.acompletion` unchanged, as
+does a model built with `direct=False`.
+
+tests/test_openai_thin_path.py compares both paths over real HTTP: path, headers in order and
+body bytes of every request, the replies read and the errors raised;
+tests/test_openai_thin_pricing.py the costs of priced models' replies.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 
 from loopstate.engine.messages import Message, Origin
 from loopstate.engine.model import ModelRequest
+from loopstate.engine.models.litellm_price import priced_alike, set_price
 from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, send
 from loopstate.engine.models.wire import provider_messages
 
@@ -88,6 +91,11 @@ class Template:
     fields: tuple[tuple[str, Any], ...]
     timeout: Any
     wire: Wire
+
+    @property
+    def optional(self) -> dict[str, Any]:
+        """The optional parameters litellm mapped, as its cost calculation is given them."""
+        return {k: v for k, v in self.fields if k not in ("model", "messages")}
 
 
 def shape(request: ModelRequest) -> tuple[bool, str]:
@@ -148,14 +156,19 @@ class ThinCall:
         if data is None:
             return None
         try:
-            return await self._send(data, template)
+            raw = await self._send(data, template)
         except Exception as exc:
             raise self._mapped(exc, name) from exc
+        set_price(self._litellm, raw, name, "openai", template.optional)
+        return raw
 
-    def remember(self, request: ModelRequest, captured: list[tuple[str, Any]]) -> None:
-        """Keep what litellm built for `request` as the template of its shape."""
+    def remember(self, request: ModelRequest, captured: list[tuple[str, Any]], raw: Any) -> None:
+        """Keep what litellm built for `request` as the template of its shape, if its reply
+        `raw` is priced here as litellm priced it."""
         template = template_of(captured)
-        if template is not None:
+        if template is not None and priced_alike(
+            self._litellm, raw, self._key[0], "openai", template.optional
+        ):
             _TEMPLATES[(*self._key, shape(request))] = template
 
     def _config(self, model: str) -> Any:
