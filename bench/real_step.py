@@ -99,7 +99,8 @@ async def loopstate(base: str, steps: int, *, direct: bool = True) -> None:
     agent = Agent(model, [echo], store=MemoryStore(), max_steps=10**6)
     result = await agent.run("go")
     assert (result.status, result.steps) == ("done", steps), result
-    assert result.usage.cost_usd and not result.usage.unpriced, result.usage
+    assert result.usage.cost_usd, result.usage  # priced: each call's cost computed
+    assert not result.usage.unpriced, result.usage
 
 
 async def loopstate_via_litellm(base: str, steps: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
@@ -25,12 +26,20 @@ class Frozen(BaseModel):
         shared = cls._fields_sets.setdefault(len(fields), fields)
         return shared if shared == fields else fields
 
+    def model_post_init(self, context: Any, /) -> None:
+        self._share_names()
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        copied._share_names()
+        return copied
+
     def _share_names(self) -> None:
         """Share the set of the names of the fields this instance was given with the other
         instances given the same names. pydantic gives each instance its own (216-728 bytes,
-        more than most events' values); frozen instances never change theirs (pydantic's
-        `model_copy` copies it before an update). For models made by the thousand per run
-        (events): call it from their `model_post_init`. `trusted` and `evolve` share always."""
+        more than most messages' and events' values, and a run keeps every one of them);
+        frozen instances never change theirs (pydantic's `model_copy` copies it before an
+        update). Done as an instance is made or copied; `trusted` and `evolve` share too."""
         fields = self.__pydantic_fields_set__
         shared = self._shared(fields)
         if shared is not fields:

@@ -15,9 +15,6 @@ class _Event(Frozen):
     at: float
     step: int = 0
 
-    def model_post_init(self, context: Any, /) -> None:
-        self._share_names()  # a run keeps every event: their field-name sets add up
-
 
 class RunStarted(_Event):
     kind: Literal["run_started"] = "run_started"

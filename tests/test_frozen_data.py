@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loopstate.engine.events import TransitionEvent
+from loopstate.engine.messages import AssistantMessage, tool_call
 from loopstate.engine.state import RunState, Transition
 from loopstate.engine.streaming import TextDelta
 
@@ -23,6 +24,19 @@ def test_events_given_the_same_fields_share_one_set_of_their_names() -> None:
     assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
     other = event(3, reason="why")
     assert other.model_fields_set == first.model_fields_set | {"reason"}
+
+
+def test_messages_made_or_copied_share_one_set_of_their_names() -> None:
+    # a run keeps every message and event: a set of names each would be ~30% of a result
+    first = AssistantMessage(content="a", tool_calls=(tool_call("c1", "f", "{}"),))
+    second = AssistantMessage(content="b", tool_calls=(tool_call("c2", "f", "{}"),))
+    copied = first.model_copy(update={"content": "c"})
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    assert copied.__pydantic_fields_set__ is first.__pydantic_fields_set__
+    assert first.calls[0].__pydantic_fields_set__ is second.calls[0].__pydantic_fields_set__
+    renamed = first.calls[0].model_copy(update={"provider_id": "x"})
+    assert renamed.model_fields_set == first.calls[0].model_fields_set | {"provider_id"}
+    assert first.calls[0].provider_id is None
 
 
 def test_trusted_instances_share_one_set_of_their_names() -> None:
