@@ -9,6 +9,7 @@ same decision path as any other decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from loopstate.engine.approval import Decision, as_decision
@@ -183,17 +184,33 @@ async def abort_run(
     Every non-final state of every machine loopstate drives accepts `abort` into `aborted`
     (checked when a machine is built), so the transitions are recorded without the machine:
     the agent loop's (if it has not ended), then a flow's phase. The sub-agents' runs it
-    waits for are aborted too."""
+    waits for are aborted too; aborting a sub-agent's run aborts its whole tree, from the
+    top (an abort stops the job: the runs above must not go on as if it had failed)."""
+    ended = await _abort_down(store, run_id, Cause(reason, actor), clock)
+    link = ended.parent
+    if link is not None:
+        top = ended
+        while top.parent is not None:
+            top = await store.load(top.parent.run_id)
+        why = f"sub-agent {link.name} (run {run_id}) was aborted: {reason}"
+        with suppress(RunNotResumable):  # the top has ended: nothing above goes on
+            await _abort_down(store, top.run_id, Cause(why, actor), clock)
+    return RunResult.of(ended)
+
+
+async def _abort_down(store: Store, run_id: str, cause: Cause, clock: Clock) -> RunState:
+    """Abort `run_id` and every run it waits for (those that have ended stay as they are)."""
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
-        ended = aborted(state, Cause(reason, actor), clock())
+        ended = aborted(state, cause, clock())
         await store.save(ended, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(run_id, owner=owner)
     for child in waited_children(state):
-        await abort_run(store, child, reason, actor=actor, clock=clock)
-    return RunResult.of(ended)
+        with suppress(RunNotResumable):  # the run below that was aborted first
+            await _abort_down(store, child, cause, clock)
+    return ended
 
 
 def aborted(state: RunState, cause: Cause, now: float) -> RunState:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopstate import Agent, ApprovalRequest, Approve, MemoryStore, ScriptedModel
+from loopstate import Abort, Agent, ApprovalRequest, Approve, MemoryStore, ScriptedModel
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.tree import run_tree
@@ -172,6 +172,24 @@ async def test_aborting_the_flow_aborts_the_agent_phase_it_waits_for(tmp_path: P
     assert ended.status == "aborted"
     child = await store.load(first.pending[0].run_id or "")
     assert child.status == "aborted"
+
+
+async def test_an_abort_given_in_the_phases_run_aborts_the_flow_not_fails_it(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    flow = gauntlet_flow(models=team(draft(), [], []), workspace=tmp_path, store=store)
+    first = await flow.run("Explain tides", data={"brief": "Explain tides"})
+    [pending] = first.pending
+    ended = await flow.resume(first.run_id, decisions={pending.call_id: Abort("wrong brief")})
+    assert (ended.status, ended.error) == ("aborted", None)
+    assert ended.stop_reason is not None
+    assert "phase 'write'" in ended.stop_reason
+    assert "aborted: wrong brief" in ended.stop_reason
+    assert ended.transitions[-1].actor == "resume"
+    assert (await store.load(pending.run_id or "")).status == "aborted"
+    assert not (tmp_path / "piece.md").exists()
+    assert await flow.pending(first.run_id) == []
 
 
 def test_an_agent_phase_takes_its_model_and_tools_from_its_agent() -> None:

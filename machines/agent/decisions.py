@@ -35,6 +35,9 @@ class Decisions:
         any; move on once every call is decided, or wait (False) for decisions from outside."""
         loop, core = self.loop, self.loop.core
         await loop.delegations.resume_waiting()
+        if loop.delegations.aborted is not None:  # a person aborted a sub-agent: the tree ends
+            await core.end(loop, "abort", loop.delegations.aborted)
+            return True
         await self.apply_remembered()
         waiting = [c for c in loop.state.batch if c.status == "awaiting"]
         approver = loop.config.options.approver

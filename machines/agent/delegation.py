@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from loopstate.engine.approval import Approver, Gate
+from loopstate.engine.core import Cause
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunNotFound
 from loopstate.engine.hooks import Hooks
@@ -63,12 +64,18 @@ class AgentTool(Tool):
 class ChildOutcome(Frozen):
     """How a child run stands for its parent's call."""
 
-    kind: Literal["done", "suspended", "failed"]
+    kind: Literal["done", "suspended", "failed", "aborted"]
     run_id: str
     output: str = ""
-    """The child's answer (done), or why it failed."""
+    """The child's answer (done), or why it failed or was aborted."""
     pending: int = 0
     """Calls waiting for a decision in the child and its own children (suspended)."""
+    actor: str = "system"
+    """Who aborted it (aborted): a person's `Abort` anywhere in a tree aborts the tree."""
+
+    def abort_cause(self, name: str) -> Cause:
+        """Why the run that waited for this aborted child is aborted too."""
+        return Cause(f"sub-agent {name} (run {self.run_id}) was {self.output}", self.actor)
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,10 @@ async def _outcome(store: Store, result: RunResult) -> ChildOutcome:
         case "awaiting_approval":
             pending = len(await pending_tree(store, run_id))
             return ChildOutcome(kind="suspended", run_id=run_id, pending=pending)
+        case "aborted":
+            why = result.stop_reason or "aborted"
+            actor = result.transitions[-1].actor if result.transitions else None
+            return ChildOutcome(kind="aborted", run_id=run_id, output=why, actor=actor or "system")
         case _:
             why = result.error or result.stop_reason or "no reason recorded"
             return ChildOutcome(kind="failed", run_id=run_id, output=f"{result.status}: {why}")
@@ -163,6 +174,8 @@ class Delegations:
 
     def __init__(self, loop: LoopSteps) -> None:
         self.loop = loop
+        self.aborted: Cause | None = None
+        """Set when a child run was aborted (a person's `Abort` in it): the loop aborts too."""
 
     def tool(self, name: str) -> AgentTool | None:
         found = self.loop.config.tools.get(name)
@@ -204,6 +217,8 @@ class Delegations:
             parent=parent,
             scope=self.scope(tool, agent, record.call_id),
         )
+        if outcome.kind == "aborted" and self.aborted is None:
+            self.aborted = outcome.abort_cause(tool.name)
         return with_outcome(record, outcome, tool)
 
     async def resume_waiting(self) -> None:
@@ -231,7 +246,7 @@ def with_outcome(record: CallRecord, outcome: ChildOutcome, tool: Tool) -> CallR
         case "done":
             text = truncate(outcome.output, tool.max_result_chars)
             return record.evolve(status="succeeded", result=text, decided_by="sub-agent")
-        case "failed":
+        case "failed" | "aborted":
             text = f"Error: sub-agent {tool.name} (run {outcome.run_id}) {outcome.output}"
             return record.evolve(status="failed", result=truncate(text, tool.max_result_chars))
         case "suspended":

@@ -238,6 +238,9 @@ class LoopSteps(OnCore):
             async with asyncio.TaskGroup() as group:
                 for record in running:
                     group.create_task(self._run_call(record))
+        if self.delegations.aborted is not None:  # a person aborted a sub-agent: the tree ends
+            await self.core.end(self, "abort", self.delegations.aborted)
+            return True
         if any(c.status == "awaiting" for c in self.state.batch):  # a sub-agent waits
             self.send(Cause("a sub-agent waits for decisions", "system"), self.machine.reapprove)
             await self.core.save()

@@ -24,9 +24,11 @@ from loopstate.machines.flows.phase import BoundPhase, last_error
 class PhaseOutcome:
     """How an agent phase's child run stands: its output (done), or why it failed."""
 
-    kind: Literal["done", "suspended", "failed"]
+    kind: Literal["done", "suspended", "failed", "aborted"]
     value: Any = None
     why: str = ""
+    actor: str = "system"
+    """Who aborted the phase's run (aborted): a person's `Abort` in it aborts the flow."""
 
 
 def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
@@ -58,8 +60,9 @@ async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions)
     outcome = await run_child(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
     if outcome.kind == "suspended":
         return PhaseOutcome("suspended")
-    if outcome.kind == "failed":
-        return PhaseOutcome("failed", why=f"its agent's run {outcome.run_id} {outcome.output}")
+    if outcome.kind in ("failed", "aborted"):
+        why = f"its agent's run {outcome.run_id} {outcome.output}"
+        return PhaseOutcome(outcome.kind, why=why, actor=outcome.actor)
     if bound.output is None:
         return PhaseOutcome("done", value=outcome.output)
     return await _typed(options, bound, outcome.run_id)

@@ -125,6 +125,10 @@ class FlowSteps(OnCore):
             error = f"phase {bound.name!r}: {outcome.why}"
             await self.core.end(self, "fail", Cause(error, "flow"), error=error)
             return True
+        if outcome.kind == "aborted":  # a person aborted the phase's agent: the flow ends
+            why = f"phase {bound.name!r}: {outcome.why}"
+            await self.core.end(self, "abort", Cause(why, outcome.actor))
+            return True
         data = {**self.flow.data, str(bound.output_key): outcome.value}
         self._move(state="done", stop_reason=f"agent {bound.name}", data=data, child=None)
         return True
