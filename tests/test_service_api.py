@@ -86,6 +86,37 @@ def test_a_run_waits_in_the_inbox_then_continues_and_finishes_once_decided(
     assert run_id in [s["run_id"] for s in summaries]
 
 
+def test_a_decision_over_http_remembers_a_rule_and_gives_the_model_its_own_words(
+    client: httpx.Client,
+) -> None:
+    run_id, items = start_run(client)
+    charge = next(i for i in items if i["tool"] == "charge")
+    email = next(i for i in items if i["tool"] == "send_email")
+    refused = decide(client, charge, "r1", decision="edit", arguments={"amount": 1}, remember=True)
+    assert problem(refused, 422)["errors"][0]["field"] == "remember"
+    no_selector = decide(client, charge, "r2", remember={"name": "nothing"})
+    assert "remember" in problem(no_selector, 422)["detail"]
+    misplaced = decide(client, charge, "r3", message="only a denial says this")
+    assert problem(misplaced, 422)["errors"][0]["field"] == "message"
+    assert decide(client, charge, "k1", remember={"pattern": "char*"}).status_code == 200
+    words = "Emails go out on Mondays only."
+    denied = decide(client, email, "k2", decision="deny", reason="policy", message=words,
+                    remember=True)  # fmt: skip
+    assert denied.status_code == 200
+
+    def done() -> dict[str, Any] | None:
+        """the run is done"""
+        run: dict[str, Any] = client.get(f"/api/runs/{run_id}").json()
+        return run if run["status"] == "done" else None
+
+    run = wait_for(done)
+    told = [m["content"] for m in run["messages"] if m.get("tool_call_id") == email["call_id"]]
+    assert told == [words]
+    standing = {(r["tool"], (r["rule"] or {}).get("pattern"), r["decision"], r["by"])
+                for r in run["remembered"]}  # fmt: skip
+    assert standing == {(None, "char*", "approve", "http"), ("send_email", None, "deny", "http")}
+
+
 def test_every_refusal_has_its_status(client: httpx.Client, server: Server) -> None:
     run_id, items = start_run(client)
     charge = next(i for i in items if i["tool"] == "charge")

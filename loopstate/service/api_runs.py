@@ -29,11 +29,26 @@ class StartBody(_Body):
     prompt: str
 
 
+class RememberBody(_Body):
+    """The later calls a remembered decision covers: those its selectors all match."""
+
+    name: str | None = None
+    """The rule's name (default: what it selects), to revoke it by (`loopstate forget`)."""
+    tools: list[str] | None = None
+    category: str | None = None
+    pattern: str | None = None
+
+
 class DecisionBody(_Body):
     decision: Literal["approve", "deny", "edit", "abort"]
     digest: str | None = None
     reason: str | None = None
+    message: str | None = None
+    """deny: the exact text the model receives (the audit keeps `reason`)."""
     arguments: dict[str, Any] | None = None
+    remember: bool | RememberBody = False
+    """approve or deny: decide the tool's later calls in this run alike (true), or the later
+    calls a rule selects; revocable (`loopstate forget`)."""
 
 
 class MessageBody(_Body):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from loopstate.engine.approval import Abort, Approve, Decision, Deny, Edit
+from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.errors import DecisionError, LoopstateError, RunBusy, RunNotResumable
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.service.problems import Problem
@@ -36,6 +36,12 @@ def check_decision(state: RunState, call_id: str, body: DecisionBody) -> RunStat
         raise Problem(409, f"stale digest: the arguments of call {call_id} changed since shown")
     if body.decision == "edit":
         check_edit(call, body.arguments)
+    if body.message is not None and body.decision != "deny":
+        raise Problem(422, "only a denial takes a message for the model",
+                      errors=[{"field": "message", "message": "deny only"}])  # fmt: skip
+    if body.remember is not False and body.decision not in ("approve", "deny"):
+        raise Problem(422, "only an approval or a denial can be remembered",
+                      errors=[{"field": "remember", "message": "approve/deny only"}])  # fmt: skip
     return state
 
 
@@ -66,16 +72,35 @@ def _missing(error: jsonschema.ValidationError) -> str:
 
 
 def decision_of(body: DecisionBody, state: RunState, call_id: str) -> Decision:
-    digest = body.digest
+    """The decision `body` asks for, made by the one parser of decisions (`as_decision`);
+    a remembered rule that selects nothing is a 422 naming `remember`."""
+    form: dict[str, Any] = {"kind": body.decision, "digest": body.digest}
     match body.decision:
         case "approve":
-            return Approve(digest=digest)
+            form["remember"] = _remembered(body)
         case "deny":
-            return Deny(body.reason or "denied", digest=digest)
+            form |= {"reason": body.reason or "denied", "message": body.message}
+            form["remember"] = _remembered(body)
         case "edit":
-            return Edit(body.arguments or {}, digest=digest)
+            form["arguments"] = body.arguments or {}
         case "abort":
-            return Abort(body.reason or "aborted", digest=digest)
+            form["reason"] = body.reason or "aborted"
+    try:
+        return as_decision(form)
+    except DecisionError as exc:
+        raise Problem(422, str(exc), errors=[{"field": "remember", "message": str(exc)}]) from None
+
+
+def _remembered(body: DecisionBody) -> bool | dict[str, Any]:
+    """`remember` as `Approve`/`Deny` take it: a flag, or a rule deciding as `body` does."""
+    if isinstance(body.remember, bool):
+        return body.remember
+    selection = body.remember.model_dump(exclude={"name"}, exclude_none=True)
+    name = body.remember.name or " ".join(f"{k}={v}" for k, v in selection.items())
+    rule: dict[str, Any] = {"name": name, "decision": body.decision, **selection}
+    if body.decision == "deny":
+        rule |= {"reason": body.reason or "denied", "message": body.message}
+    return rule
 
 
 def as_problem(exc: LoopstateError) -> Problem:

@@ -87,6 +87,7 @@ def run_view(state: RunState) -> dict[str, Any]:
         "transitions": [transition_view(state.run_id, t) for t in state.transitions],
         "messages": [m.model_dump(mode="json", exclude_none=True) for m in state.messages],
         "calls": [call_view(c) for c in state.calls],
+        "remembered": [r.model_dump(mode="json", exclude={"kind"}) for r in state.remembered],
         "usage": state.usage.model_dump(mode="json"),
         "steps": state.steps,
         "output": state.output,
