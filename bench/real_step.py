@@ -149,7 +149,7 @@ async def _logged() -> None:
 
 
 async def medians(
-    base: str, variants: dict[str, Variant], repeats: int, missing: list[str]
+    base: str, variants: dict[str, Variant], repeats: int, missing: list[str], *, peers: bool = True
 ) -> dict[Any, Any]:
     for variant in variants.values():  # warm up: imports, clients, caches
         await variant(f"{base}/h2/v1", 2)
@@ -158,7 +158,8 @@ async def medians(
         for steps in HISTORIES:
             for name, variant in variants.items():
                 samples.setdefault((name, steps), []).append(await measure(variant, base, steps))
-        for name, got in (await asyncio.to_thread(peer_figures, base)).items():
+        others = await asyncio.to_thread(peer_figures, base) if peers else {}
+        for name, got in others.items():
             if isinstance(got, str):
                 if repeat == 0:
                     missing.append(f"{name:<16}{got}")

@@ -1,11 +1,13 @@
-"""An instant OpenAI-compatible chat-completions server for benchmarks, run as a subprocess.
+"""An instant OpenAI-compatible and Anthropic server for benchmarks, run as a subprocess.
 
     python bench/wire_server.py   # prints the port, then serves until stdin closes
 
 `POST /h{N}/v1/chat/completions` answers a tool call (`echo`, a fresh id each time) until the
 request carries N-1 tool results, then a text answer: a run against `/h{N}/v1` makes exactly N
-model calls. The body is never parsed (a byte count), so the server costs the client nothing
-and lives in its own process: the client's `time.process_time` is the client's alone.
+model calls. `POST /h{N}/v1/messages` does the same in Anthropic's format (`tool_use` blocks,
+counting `tool_result` blocks). The body is never parsed (a byte count), so the server costs
+the client nothing and lives in its own process: the client's `time.process_time` is the
+client's alone.
 """
 
 from __future__ import annotations
@@ -42,6 +44,25 @@ def _reply(call: bool) -> bytes:
     return json.dumps(body).encode()
 
 
+def _anthropic_reply(call: bool) -> bytes:
+    if call:
+        content = [{"type": "tool_use", "id": f"toolu_{next(_ids)}", "name": "echo",
+                    "input": {"x": 1}}]  # fmt: skip
+    else:
+        content = [{"type": "text", "text": "Done."}]
+    body = {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",  # priced in litellm's local map
+        "content": content,
+        "stop_reason": "tool_use" if call else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 11, "output_tokens": 7},
+    }
+    return json.dumps(body).encode()
+
+
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
@@ -53,7 +74,10 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length)
             steps = int(path.split(b"/")[1][1:]) if path.startswith(b"/h") else 1
-            payload = _reply(body.count(b'"tool_call_id"') < steps - 1)
+            if path.endswith(b"/messages"):
+                payload = _anthropic_reply(body.count(b'"tool_use_id"') < steps - 1)
+            else:
+                payload = _reply(body.count(b'"tool_call_id"') < steps - 1)
             writer.write(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                 b"content-length: %d\r\n\r\n%s" % (len(payload), payload)

@@ -59,10 +59,18 @@ async def test_an_openai_model_with_explicit_base_and_key_uses_the_direct_client
 async def test_other_providers_and_implicit_credentials_keep_litellms_client() -> None:
     request = ModelRequest(messages=history(1), step=2)
     for model in (
-        LiteLLMModel("anthropic/claude-x", api_base="http://127.0.0.1:9", api_key="k"),
+        LiteLLMModel("anthropic/claude-x", api_base="http://127.0.0.1:9"),
         LiteLLMModel("openai/test-model", api_base="http://127.0.0.1:9"),
+        LiteLLMModel("gemini/gemini-2.5-flash", api_base="http://127.0.0.1:9", api_key="k"),
     ):
         assert "client" not in model._arguments(request)
+    # Anthropic with explicit credentials: litellm's own handler, over its own HTTP client
+    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
+
+    anthropic = LiteLLMModel("anthropic/claude-x", api_base="http://127.0.0.1:9", api_key="k")
+    handler = anthropic._arguments(request)["client"]
+    own = get_async_httpx_client(llm_provider=_import_litellm().LlmProviders.ANTHROPIC)
+    assert handler.client is own.client
 
 
 async def test_a_pool_litellm_closed_is_replaced_before_the_next_call() -> None:

@@ -21,9 +21,13 @@ from loopstate.engine.models.wire import provider_messages
 from loopstate.engine.streaming import DeltaListener
 
 if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not with loopstate
+    from loopstate.engine.models.anthropic_client import RecordingHandler
+    from loopstate.engine.models.anthropic_direct import ThinAnthropic
     from loopstate.engine.models.openai_client import DirectPayloadClient
     from loopstate.engine.models.openai_direct import ThinCall
     from loopstate.engine.models.openai_stream import ThinStream
+
+    Client = DirectPayloadClient | RecordingHandler
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -48,7 +52,7 @@ def _import_litellm() -> Any:
     return litellm
 
 
-def _closed(client: DirectPayloadClient | None) -> bool:
+def _closed(client: Client | None) -> bool:
     return client is not None and client.is_closed()
 
 
@@ -65,7 +69,8 @@ class LiteLLMModel:
     An `openai/` model with an explicit `api_base` and `api_key` repeats, after its first call,
     only the per-call part of litellm's work (`openai_direct.py`: the same request and reply;
     `openai_stream.py` for `stream`: the same request, deltas and reply without litellm's
-    per-chunk wrapper); `direct=False` sends every call through `litellm.acompletion`.
+    per-chunk wrapper); so does an `anthropic/` model's `complete` (`anthropic_direct.py`).
+    `direct=False` sends every call through `litellm.acompletion`.
     """
 
     def __init__(
@@ -79,9 +84,9 @@ class LiteLLMModel:
         """How long a streamed call may go without a chunk before it fails (`ModelError`)."""
         self._origin: Origin | None = None
         # Per event loop: an httpx connection pool belongs to the loop that opened it.
-        self._client: tuple[asyncio.AbstractEventLoop, DirectPayloadClient | None] | None = None
+        self._client: tuple[asyncio.AbstractEventLoop, Client | None] | None = None
         self._direct = direct
-        self._thin: ThinCall | None = None
+        self._thin: ThinCall | ThinAnthropic | None = None
         self._streamer: tuple[DirectPayloadClient, ThinStream] | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
@@ -112,7 +117,7 @@ class LiteLLMModel:
             thin.remember(request, captured, raw)
         return reply
 
-    def _thin_path(self) -> ThinCall | None:
+    def _thin_path(self) -> ThinCall | ThinAnthropic | None:
         if not self._direct or self._direct_client() is None:
             return None
         return self._thin
@@ -151,14 +156,19 @@ class LiteLLMModel:
         return reply
 
     def _thin_stream(self) -> ThinStream | None:
-        """The streamed thin path (`openai_stream.py`), over the same client as `_thin`."""
-        if self._thin_path() is None or self._client is None or self._client[1] is None:
+        """The streamed thin path (`openai_stream.py`), over the same client as `_thin`; an
+        Anthropic model streams through litellm."""
+        from loopstate.engine.models.openai_client import DirectPayloadClient
+
+        self._thin_path()
+        client = None if self._client is None else self._client[1]
+        if not self._direct or not isinstance(client, DirectPayloadClient):
             return None
-        if self._streamer is None or self._streamer[0] is not self._client[1]:
+        if self._streamer is None or self._streamer[0] is not client:
             from loopstate.engine.models.openai_stream import ThinStream
 
-            thin = ThinStream(_import_litellm(), self._client[1], self._name, self.settings)
-            self._streamer = (self._client[1], thin)
+            thin = ThinStream(_import_litellm(), client, self._name, self.settings)
+            self._streamer = (client, thin)
         return self._streamer[1]
 
     @property
@@ -178,22 +188,33 @@ class LiteLLMModel:
         except Exception:  # litellm does not know it: the name's prefix is what it routes by
             return self._name.split("/", 1)[0]
 
-    def _direct_client(self) -> DirectPayloadClient | None:
+    def _direct_client(self) -> Client | None:
         loop = asyncio.get_running_loop()
         # litellm closes its pool when its cache lets its client go (after an hour): then the
         # client is built again over litellm's new one.
         if self._client is None or self._client[0] is not loop or _closed(self._client[1]):
-            litellm = _import_litellm()
-            from loopstate.engine.models.openai_client import direct_payload_client
-
-            client = direct_payload_client(litellm, self.origin.provider, self.settings)
-            self._client = (loop, client)
-            self._thin = None
-            if client is not None:
-                from loopstate.engine.models.openai_direct import ThinCall
-
-                self._thin = ThinCall(litellm, client, self._name, self.settings)
+            self._client = (loop, self._new_client())
         return self._client[1]
+
+    def _new_client(self) -> Client | None:
+        """The client litellm is handed for this model, and the thin path over it."""
+        litellm, provider = _import_litellm(), self.origin.provider
+        from loopstate.engine.models.anthropic_client import anthropic_handler
+        from loopstate.engine.models.openai_client import direct_payload_client
+
+        self._thin = None
+        client = direct_payload_client(litellm, provider, self.settings)
+        if client is not None:
+            from loopstate.engine.models.openai_direct import ThinCall
+
+            self._thin = ThinCall(litellm, client, self._name, self.settings)
+            return client
+        handler = anthropic_handler(litellm, provider, self.settings)
+        if handler is not None:
+            from loopstate.engine.models.anthropic_direct import ThinAnthropic
+
+            self._thin = ThinAnthropic(litellm, handler, self._name, self.settings)
+        return handler
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = dict(self.settings)
