@@ -13,10 +13,10 @@ call them:
 
 - the messages: `validate_and_fix_openai_messages`, `get_completion_messages`, the leading
   system run split off (`split_leading_system_run`, `translate_system_message`), then
-  `place_mid_conversation_system`, `anthropic_messages_pt` and
-  `strip_advisor_blocks_from_messages`; they replace the `messages` and `system` fields of the
-  recorded body, every other field staying as litellm made it (tools, tool_choice, max_tokens,
-  thinking, temperature, ...);
+  `anthropic_messages_pt` and `strip_advisor_blocks_from_messages`, only for what the history
+  gained since its last call (`anthropic_history.py`); they replace the `messages` and
+  `system` fields of the recorded body, every other field staying as litellm made it (tools,
+  tool_choice, max_tokens, thinking, temperature, ...);
 - the post: with the same handler, URL, headers and timeout (the same bytes on the wire);
 - the reply: `AnthropicConfig.transform_response` (thinking blocks and their signatures,
   redacted thinking, tool uses, usage with cache tokens, as litellm reads them);
@@ -27,8 +27,9 @@ call them:
 It is used only where what litellm does besides is provably nothing for the request
 (`_admits`): `openai_direct.eligible`'s settings and globals (no callbacks, cache, custom
 prices) and no `modify_params`, no `response_format`; tool names Anthropic takes as they
-are; text-only messages without cache control or Gemini thought signatures in call ids; tools
-given whenever the history has tool calls (litellm would add a placeholder tool). Streaming
+are; text-only messages without cache control or Gemini thought signatures in call ids, and
+no system message after the leading ones; tools given whenever the history has tool calls
+(litellm would add a placeholder tool); no advisor tool. Streaming
 stays on litellm. tests/test_anthropic_thin_path.py compares both paths over real HTTP:
 the requests byte for byte, the replies, costs and errors.
 """
@@ -42,9 +43,9 @@ from typing import Any
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest
 from loopstate.engine.models.anthropic_client import Posted, RecordingHandler
+from loopstate.engine.models.anthropic_history import Histories
 from loopstate.engine.models.litellm_price import priced_alike, set_price
 from loopstate.engine.models.openai_direct import eligible
-from loopstate.engine.models.wire import provider_messages
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _MESSAGE_KEYS = frozenset(
@@ -113,6 +114,7 @@ class ThinAnthropic:
         self._settings = settings
         self._key = (name, repr(sorted(settings.items(), key=lambda item: item[0])))
         self._config: Any = None
+        self._histories: Histories | None = None
 
     def _admits(self, request: ModelRequest) -> bool:
         settings = self._settings
@@ -139,12 +141,10 @@ class ThinAnthropic:
         template = _TEMPLATES.get((*self._key, _shape(request)))
         if template is None or not self._admits(request):
             return None
-        messages = provider_messages(request.messages, origin)
-        if not _plain(messages, bool(request.tools)):
+        made = self._body(template, request, origin)
+        if made is None:
             return None
-        body = self._body(template, messages)
-        if body is None:
-            return None
+        body, messages = made
         raw = await self._send(template, body, messages, name)
         set_price(self._litellm, raw, name, "anthropic", template.optional)
         return raw
@@ -157,48 +157,29 @@ class ThinAnthropic:
             )
         return self._config
 
-    def _body(self, template: Template, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The recorded body with this history's `messages` and `system`, or None if the
-        history does not fit the shape."""
-        from litellm.litellm_core_utils.prompt_templates.common_utils import (
-            get_completion_messages,
-        )
-        from litellm.litellm_core_utils.prompt_templates.factory import anthropic_messages_pt
-        from litellm.litellm_core_utils.prompt_templates.mid_conversation_system import (
-            place_mid_conversation_system,
-            split_leading_system_run,
-        )
-        from litellm.llms.anthropic.common_utils import strip_advisor_blocks_from_messages
+    def _body(
+        self, template: Template, request: ModelRequest, origin: Origin
+    ) -> tuple[dict[str, Any], list[Any]] | None:
+        """The recorded body with this history's `messages` and `system` (`anthropic_history`)
+        and the messages litellm's transform was given; None if the history does not fit."""
         from litellm.types.llms.anthropic import ANTHROPIC_ADVISOR_TOOL_TYPE
-        from litellm.utils import (
-            supports_mid_conversation_system,
-            validate_and_fix_openai_messages,
-        )
 
-        config, model = self._anthropic(), template.model
-        fixed: list[Any] = validate_and_fix_openai_messages(messages=messages)
-        fixed = get_completion_messages(
-            messages=fixed, ensure_alternating_roles=False, user_continue_message=None,
-            assistant_continue_message=None,
-        )  # fmt: skip
-        leading, later = split_leading_system_run(fixed)
-        system = config.translate_system_message(messages=list(leading))
-        conversation = place_mid_conversation_system(
-            later,
-            supports_mid_conversation_system=supports_mid_conversation_system(
-                model=model, custom_llm_provider=config.custom_llm_provider
-            ),
-        )
-        turns = anthropic_messages_pt(
-            model=model, messages=list(conversation), llm_provider=config._resolved_provider
-        )
         fields = dict(template.body)
-        if not any(t.get("type") == ANTHROPIC_ADVISOR_TOOL_TYPE for t in fields.get("tools") or ()):
-            turns = strip_advisor_blocks_from_messages(turns)
+        if any(t.get("type") == ANTHROPIC_ADVISOR_TOOL_TYPE for t in fields.get("tools") or ()):
+            return None  # litellm keeps advisor blocks then; the history strips them
+        if self._histories is None:
+            self._histories = Histories(self._anthropic(), template.model)
+        tools = bool(request.tools)
+        made = self._histories.request_messages(
+            request.messages, origin, lambda new: _plain(new, tools)
+        )
+        if made is None:
+            return None
+        system, turns, messages = made
         if bool(system) != ("system" in fields):
             return None
         new = {"messages": turns, "system": system}
-        return {k: new[k] if k in _FROM_HISTORY else v for k, v in template.body}
+        return {k: new[k] if k in _FROM_HISTORY else v for k, v in template.body}, messages
 
     async def _send(
         self, template: Template, body: dict[str, Any], messages: list[Any], name: str
