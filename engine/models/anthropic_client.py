@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
+from loopstate.engine.models.litellm import _import_litellm
 from loopstate.engine.models.openai_client import record
+
+_import_litellm()  # its offline defaults first: this module subclasses one of its classes
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler  # noqa: E402
 
 # With any of these litellm builds or picks its client differently.
 _OWN_CLIENT = frozenset({"client", "shared_session", "litellm_params", "api_version"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not 
     from loopstate.engine.models.openai_direct import ThinCall
     from loopstate.engine.models.openai_stream import ThinStream
 
-    Client = DirectPayloadClient | RecordingHandler
+    Client: TypeAlias = DirectPayloadClient | RecordingHandler
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
