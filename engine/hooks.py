@@ -142,3 +142,50 @@ def compose(*hooks: Hooks) -> HookChain:
 def merge(first: Hooks, second: Hooks) -> HookChain:
     """Two hook sets as one: `first`'s methods run before `second`'s."""
     return HookChain([first, second])
+
+
+class ChildObserver(Hooks):
+    """What a run's own hooks are told of the runs it starts (sub-agents, agent phases): each
+    event (it carries the child's run id), the approvals asked and given there, and the
+    model's deltas if the run's hooks stream. Never the hooks that can change a run (tool
+    results, model calls): the child keeps its own tools' results, gates and recorder."""
+
+    def __init__(self, parent: HookChain, run_id: str) -> None:
+        self.parent = parent
+        self.run_id = run_id
+
+    async def on_event(self, event: Event) -> None:
+        await self.parent.on_event(event)
+
+    async def on_approval_requested(self, requests: Sequence[ApprovalRequest]) -> None:
+        mine = [r if r.run_id else r.model_copy(update={"run_id": self.run_id}) for r in requests]
+        await self.parent.on_approval_requested(mine)
+
+    async def on_approval_decided(self, call: CallRecord) -> None:
+        await self.parent.on_approval_decided(call)
+
+
+class _StreamingChildObserver(ChildObserver):
+    async def on_text_delta(self, delta: TextDelta) -> None:
+        await self.parent.on_text_delta(delta)
+
+    async def on_tool_call_delta(self, delta: ToolCallDelta) -> None:
+        await self.parent.on_tool_call_delta(delta)
+
+
+def child_observer(hooks: HookChain | None, run_id: str) -> ChildObserver | None:
+    """The observer of child run `run_id` for a run with `hooks`; None if nothing would hear.
+    A recorder (which records each child in its own cassette, `for_child`) is left out."""
+    if hooks is None:
+        return None
+    heard = HookChain([h for h in hooks.hooks if not hasattr(h, "for_child")])
+    if not any(heard._by_method[m] for m in _OBSERVED):
+        return None
+    kind = _StreamingChildObserver if heard.streams else ChildObserver
+    return kind(heard, run_id)
+
+
+_OBSERVED = (
+    "on_event", "on_approval_requested", "on_approval_decided", "on_text_delta",
+    "on_tool_call_delta",
+)  # fmt: skip

@@ -192,6 +192,28 @@ async def test_an_abort_given_in_the_phases_run_aborts_the_flow_not_fails_it(
     assert await flow.pending(first.run_id) == []
 
 
+async def test_the_flows_hooks_hear_the_phases_run_ask_for_approval(tmp_path: Path) -> None:
+    from loopstate import Hooks
+
+    class Notifier(Hooks):
+        def __init__(self) -> None:
+            self.asked: list[ApprovalRequest] = []
+            self.runs: set[str] = set()
+
+        async def on_approval_requested(self, requests) -> None:  # type: ignore[no-untyped-def]
+            self.asked.extend(requests)
+
+        async def on_event(self, event) -> None:  # type: ignore[no-untyped-def]
+            self.runs.add(event.run_id)
+
+    notifier = Notifier()
+    flow = gauntlet_flow(models=team(draft(), [], []), workspace=tmp_path, store=MemoryStore())
+    first = await flow.clone(hooks=[notifier]).run("Explain tides", data={"brief": "tides"})
+    [pending] = first.pending
+    assert [(r.tool, r.run_id) for r in notifier.asked] == [("write", pending.run_id)]
+    assert notifier.runs == {first.run_id, pending.run_id}
+
+
 def test_an_agent_phase_takes_its_model_and_tools_from_its_agent() -> None:
     agent = Agent(ScriptedModel([]), store=MemoryStore())
     with pytest.raises(DefinitionError, match="takes its tools from it"):

@@ -27,7 +27,7 @@ from loopstate import (
     tool,
     usage_tree,
 )
-from loopstate.engine.messages import ToolCall
+from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.models.scripted import Turn, call, calls, text
 from loopstate.engine.operations import abort_run, queue_decision
 
@@ -393,6 +393,64 @@ async def test_aborting_a_sub_agents_run_itself_aborts_its_tree_from_the_top() -
     assert runs[0].stop_reason == f"aborted: {why}"
     assert {r.transitions[-1].actor for r in runs} == {"bob"}
     assert await top.pending(first.run_id) == []
+
+
+async def test_a_streamed_parent_shows_its_sub_agents_events_under_the_childs_run_id() -> None:
+    store = MemoryStore()
+    writer = Agent(ScriptedModel([call("draft", {"topic": "tides"}), "A paragraph."]),
+                   writer_tools([]), store=store)  # fmt: skip
+    parent = Agent(
+        ScriptedModel([call("writer", {"task": "tides"}), "Done."]),
+        [writer.as_tool(name="writer", description="w")],
+        store=store,
+    )
+    stream = parent.stream("go")
+    seen = [item async for item in stream]
+    (delegating,) = stream.result.messages[1].calls
+    child = (await store.load(stream.result.run_id)).calls[0].child_run_id
+    by_run = {e.run_id for e in seen if hasattr(e, "run_id")}
+    assert by_run == {stream.result.run_id, child}
+    child_kinds = [e.kind for e in seen if getattr(e, "run_id", None) == child]
+    assert child_kinds[0] == "run_started"
+    assert child_kinds[-1] == "run_finished"
+    assert "tool_finished" in child_kinds
+    assert delegating.name == "writer"
+
+
+async def test_the_parents_hooks_hear_a_sub_agents_approvals_but_cannot_change_its_results() -> (
+    None
+):
+    from loopstate import ApprovalRequest, Hooks
+    from loopstate.engine.state import CallRecord
+
+    class Notifier(Hooks):
+        def __init__(self) -> None:
+            self.asked: list[ApprovalRequest] = []
+
+        async def on_approval_requested(self, requests) -> None:  # type: ignore[no-untyped-def]
+            self.asked.extend(requests)
+
+        async def after_tool(self, call: CallRecord, result: str) -> str | None:
+            return "rewritten by the parent's hook"
+
+    store, published, notifier = MemoryStore(), [], Notifier()
+    writer = Agent(ScriptedModel([call("publish", {"text": "hi"}), "x"]),
+                   gated_writer_tools(published), store=store)  # fmt: skip
+    parent = Agent(
+        ScriptedModel([call("writer", {"task": "t"}), "y"]),
+        [writer.as_tool(name="writer", description="w")],
+        store=store,
+        hooks=[notifier],
+    )
+    first = await parent.run("go")
+    (pending,) = first.pending
+    assert [(r.call_id, r.tool, r.run_id) for r in notifier.asked] == [
+        (pending.call_id, "publish", pending.run_id)
+    ]
+    await parent.resume(first.run_id, {pending.call_id: Approve()})
+    child = await store.load(pending.run_id or "")
+    told = [m.content for m in child.messages if isinstance(m, ToolMessage)]
+    assert told == ["published"]  # the child's own result, not the parent hook's
 
 
 async def test_a_gate_holds_two_delegations_down_and_the_grandchild_waits_for_the_top() -> None:

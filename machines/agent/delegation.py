@@ -25,7 +25,7 @@ from loopstate.engine.approval import Approver, Gate
 from loopstate.engine.core import Cause
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunNotFound
-from loopstate.engine.hooks import Hooks
+from loopstate.engine.hooks import Hooks, child_observer
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, ParentLink
 from loopstate.engine.store import Store
@@ -89,6 +89,8 @@ class ChildScope:
     gates: Mapping[str, Tool]
     recorder: Hooks | None = None
     """The recorder of the child's cassette when the parent run is recorded."""
+    observer: Hooks | None = None
+    """The parent's hooks, told what the child does (`ChildObserver`)."""
 
 
 def child_run_id(parent_run_id: str, call_id: str) -> str:
@@ -135,8 +137,9 @@ def _under(agent: Agent, scope: ChildScope) -> Agent:
     tools = [_stricter(t, scope.gates) for t in agent.tools]
     hooks = agent.options.hooks
     own = list(hooks.hooks) if hooks is not None else []
+    added = [h for h in (scope.recorder, scope.observer) if h is not None]
     return agent.clone(
-        hooks=[*own, scope.recorder] if scope.recorder is not None else own,
+        hooks=[*own, *added],
         store=scope.store,
         approver=scope.approver,
         auto_approve=scope.auto_approve and bool(agent.options.auto_approve),
@@ -181,7 +184,7 @@ class Delegations:
         found = self.loop.config.tools.get(name)
         return found if isinstance(found, AgentTool) else None
 
-    def scope(self, tool: AgentTool, agent: Agent, call_id: str) -> ChildScope:
+    def scope(self, tool: AgentTool, agent: Agent, call_id: str, run_id: str) -> ChildScope:
         options, tools = self.loop.config.options, self.loop.config.tools
         hooks = self.loop.core.hooks
         # a `Recorder` (duck-typed: `import loopstate` must not import the recorder)
@@ -194,6 +197,7 @@ class Delegations:
             auto_approve=options.auto_approve,
             gates=gates,
             recorder=recorders[0].for_child(call_id, agent.model) if recorders else None,
+            observer=child_observer(hooks, run_id),
         )
 
     async def run(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
@@ -215,7 +219,7 @@ class Delegations:
             str(arguments.get("task", "")),
             run_id=record.child_run_id,
             parent=parent,
-            scope=self.scope(tool, agent, record.call_id),
+            scope=self.scope(tool, agent, record.call_id, record.child_run_id),
         )
         if outcome.kind == "aborted" and self.aborted is None:
             self.aborted = outcome.abort_cause(tool.name)

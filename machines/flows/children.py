@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from loopstate.engine.core import RunCore
+from loopstate.engine.hooks import child_observer
 from loopstate.engine.options import RunOptions
 from loopstate.engine.state import ParentLink
 from loopstate.machines.agent.delegation import ChildScope, run_child
@@ -54,6 +55,7 @@ async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions)
         approver=options.approver,
         auto_approve=options.auto_approve,
         gates={},
+        observer=child_observer(core.hooks, flow.child),
     )
     parent = ParentLink(run_id=core.state.run_id, phase=bound.name, name=bound.name)
     task = bound.task(flow.data)
