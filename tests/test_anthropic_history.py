@@ -100,5 +100,5 @@ def test_each_step_of_a_history_makes_the_messages_litellms_whole_transform_make
         assert got is not None
         system, turns, _ = got
         assert (system, turns) == _whole(state, config)
-        closed = max(closed, histories._last(tuple(state)).closed)
+        closed = max(closed, histories._done.last(tuple(state)).closed)
     assert closed > 0  # rounds were closed and reused, not every history transformed whole

@@ -19,15 +19,14 @@ prefix of varied histories; tests/test_anthropic_thin_path.py the requests on th
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from loopstate.engine.messages import Message, Origin
+from loopstate.engine.models.history_cache import HistoryCache
 from loopstate.engine.models.wire import provider_messages
 
 _USER = frozenset({"user", "tool", "function"})
-_KEPT = 64  # histories kept: runs sharing one model at once (more: a full transform each)
 
 
 @dataclass(frozen=True)
@@ -49,12 +48,12 @@ _EMPTY = _Done((), {}, (), 0, [], 0, ())
 
 
 class Histories:
-    """The last `_KEPT` histories of one model, and what each was made into."""
+    """What the last histories of one model were made into (`history_cache.py`)."""
 
     def __init__(self, config: Any, model: str) -> None:
         self._config = config
         self._model = model
-        self._done: OrderedDict[int, _Done] = OrderedDict()
+        self._done = HistoryCache(_EMPTY)
 
     def request_messages(
         self, messages: tuple[Message, ...], origin: Origin, plain: Any
@@ -62,7 +61,7 @@ class Histories:
         """(system, turns, the chat-completions messages litellm's transform was given) for
         `messages`, or None when they are not plain (`plain(new)` is False) or not a
         conversation this admits."""
-        last = self._last(messages)
+        last = self._done.last(messages)
         wire_ids = dict(last.wire_ids)
         new = provider_messages(messages[len(last.source) :], origin, wire_ids)
         if not plain(new):
@@ -77,27 +76,8 @@ class Histories:
             return None
         tail = self._turns(conversation[last.closed :])
         done = _Done(messages, wire_ids, fixed, lead, system, last.closed, last.turns)
-        self._keep(self._close(done, conversation))
+        self._done.keep(self._close(done, conversation))
         return system, [*last.turns, *tail], list(fixed)
-
-    def _last(self, messages: tuple[Message, ...]) -> _Done:
-        """What was made of the longest earlier state of this history (nothing if none)."""
-        if messages:
-            last = self._done.get(id(messages[0]))
-            if (
-                last is not None
-                and len(last.source) <= len(messages)
-                and all(a is b for a, b in zip(last.source, messages, strict=False))
-            ):
-                return last
-        return _EMPTY
-
-    def _keep(self, done: _Done) -> None:
-        key = id(done.source[0])
-        self._done[key] = done
-        self._done.move_to_end(key)
-        while len(self._done) > _KEPT:
-            self._done.popitem(last=False)
 
     @staticmethod
     def _fixed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -37,12 +37,12 @@ tests/test_openai_thin_pricing.py the costs of priced models' replies.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from loopstate.engine.messages import Message, Origin
 from loopstate.engine.model import ModelRequest
+from loopstate.engine.models.history_cache import HistoryCache
 from loopstate.engine.models.litellm_price import priced_alike, set_price
 from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, send
 from loopstate.engine.models.wire import provider_messages
@@ -63,7 +63,6 @@ _EMPTY_GLOBALS = (
     "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
 )  # fmt: skip
 _MOVED = frozenset({"messages", "tools"})
-_KEPT = 64  # histories kept: runs sharing one model at once (more: a full transform each)
 # Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
 _TEMPLATES: dict[tuple[str, str, tuple[bool, str]], Template] = {}
 
@@ -133,7 +132,7 @@ class ThinCall:
 
     A run's history only grows, so each call transforms only the messages the last call of
     the same history did not have (litellm's message transforms are per message for plain
-    messages, see `_plain`); the histories of the last `_KEPT` runs are kept.
+    messages, see `_plain`); the last histories are kept (`history_cache.py`).
     """
 
     def __init__(
@@ -145,7 +144,7 @@ class ThinCall:
         self._api_base = settings["api_base"]
         self._key = (name, repr(sorted(settings.items(), key=lambda item: item[0])))
         self._configs: dict[str, Any] = {}
-        self._histories: OrderedDict[int, _Sent] = OrderedDict()
+        self._histories = HistoryCache(_Sent((), {}, []))
 
     async def complete(self, request: ModelRequest, origin: Origin, name: str) -> Any | None:
         """The call's litellm reply, or None when it must go through litellm."""
@@ -181,26 +180,6 @@ class ThinCall:
             self._configs[model] = config
         return config
 
-    def _history(self, messages: tuple[Message, ...]) -> _Sent:
-        """What was sent of the longest earlier state of this history (empty if none)."""
-        if messages:
-            last = self._histories.get(id(messages[0]))
-            if (
-                last is not None
-                and len(last.source) <= len(messages)
-                and all(a is b for a, b in zip(last.source, messages, strict=False))
-            ):
-                return last
-        return _Sent((), {}, [])
-
-    def _keep(self, sent: _Sent) -> None:
-        if sent.source:
-            key = id(sent.source[0])
-            self._histories[key] = sent
-            self._histories.move_to_end(key)
-            while len(self._histories) > _KEPT:
-                self._histories.popitem(last=False)
-
     async def _body(
         self, fields: dict[str, Any], request: ModelRequest, origin: Origin
     ) -> dict[str, Any] | None:
@@ -210,7 +189,7 @@ class ThinCall:
         from litellm.utils import validate_and_fix_openai_messages, validate_and_fix_openai_tools
 
         model = fields["model"]
-        last = self._history(request.messages)
+        last = self._histories.last(request.messages)
         wire_ids = dict(last.wire_ids)
         new = provider_messages(request.messages[len(last.source) :], origin, wire_ids)
         if not _plain(new):
@@ -236,7 +215,7 @@ class ThinCall:
             )
         )
         data["messages"] = last.sent + data["messages"]
-        self._keep(_Sent(request.messages, wire_ids, data["messages"]))
+        self._histories.keep(_Sent(request.messages, wire_ids, data["messages"]))
         return data
 
     async def _send(self, data: dict[str, Any], template: Template) -> Any:
