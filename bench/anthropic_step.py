@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
-from real_step import TOOLS, Variant, echo, medians, report
+from real_step import TOOLS, Variant, echo, medians, report, wire_server
 
 from loopstate import Agent, LiteLLMModel, MemoryStore
 from loopstate.engine.models.litellm import _import_litellm
@@ -102,20 +100,13 @@ async def loopstate_via_litellm(base: str, steps: int) -> None:
 
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    server = Path(__file__).with_name("wire_server.py")
-    with subprocess.Popen(
-        [sys.executable, str(server)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as process:
-        assert process.stdout is not None
-        assert process.stdin is not None
-        base = f"http://127.0.0.1:{process.stdout.readline().strip()}"
-        variants: dict[str, Variant] = {
-            "raw httpx": raw_httpx, "litellm alone": litellm_alone,
-            "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
-        }  # fmt: skip
-        missing: list[str] = []
+    variants: dict[str, Variant] = {
+        "raw httpx": raw_httpx, "litellm alone": litellm_alone,
+        "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
+    }  # fmt: skip
+    missing: list[str] = []
+    with wire_server() as base:
         figures = asyncio.run(medians(base, variants, repeats, missing, peers=False))
-        process.stdin.close()
     print(f"{MODEL}: ", end="")
     report(figures, missing)
 

@@ -28,7 +28,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -197,22 +198,28 @@ def report(figures: dict[Any, Any], missing: list[str]) -> None:
         print(f"loopstate ahead of {peer} in CPU at every history: {'yes' if ahead else 'NO'}")
 
 
-def main() -> None:
-    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+@contextmanager
+def wire_server() -> Iterator[str]:
+    """`bench/wire_server.py` in its own process: its base URL while the block runs."""
     server = Path(__file__).with_name("wire_server.py")
     with subprocess.Popen(
         [sys.executable, str(server)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as process:
         assert process.stdout is not None
         assert process.stdin is not None
-        base = f"http://127.0.0.1:{process.stdout.readline().strip()}"
-        variants: dict[str, Variant] = {
-            "raw httpx": raw_httpx, "litellm alone": litellm_alone,
-            "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
-        }  # fmt: skip
-        missing: list[str] = []
-        figures = asyncio.run(medians(base, variants, repeats, missing))
+        yield f"http://127.0.0.1:{process.stdout.readline().strip()}"
         process.stdin.close()
+
+
+def main() -> None:
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    variants: dict[str, Variant] = {
+        "raw httpx": raw_httpx, "litellm alone": litellm_alone,
+        "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
+    }  # fmt: skip
+    missing: list[str] = []
+    with wire_server() as base:
+        figures = asyncio.run(medians(base, variants, repeats, missing))
     report(figures, missing)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import provider_replies as pr
 import pytest
 from model_server import Reply, delayed, dropped_connection, raw_reply, serve
+from thin_support import Counting, same_outcome, wire
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import (
@@ -53,26 +54,6 @@ def _history() -> list[Message]:
     ]
 
 
-class _Count:
-    """How many calls reached `litellm.acompletion` while it is installed."""
-
-    def __init__(self) -> None:
-        self.litellm = _import_litellm()
-        self.original = self.litellm.acompletion
-        self.reached = 0
-
-    async def _counting(self, **arguments: Any) -> Any:
-        self.reached += 1
-        return await self.original(**arguments)
-
-    def __enter__(self) -> _Count:
-        self.litellm.acompletion = self._counting
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.litellm.acompletion = self.original
-
-
 async def _calls(
     replies: list[Reply], *, direct: bool, **settings: Any
 ) -> tuple[list[Any], list[ModelResponse | ModelError], int]:
@@ -80,7 +61,7 @@ async def _calls(
     server saw, what each call returned or raised, how many calls reached litellm."""
     out: list[ModelResponse | ModelError] = []
     script = [raw_reply(pr.anthropic_text("First.")), *replies]
-    with serve(*script) as server, _Count() as count:
+    with serve(*script) as server, Counting() as count:
         model = LiteLLMModel(NAME, api_base=server.url, api_key="sk-ant", direct=direct,
                              **settings)  # fmt: skip
         request = ModelRequest(messages=tuple(_history()), tools=(READ_FILE,), step=3)
@@ -92,24 +73,8 @@ async def _calls(
     return server.requests, out, count.reached
 
 
-def _wire(requests: list[Any]) -> list[tuple[str, dict[str, str], bytes]]:
-    return [(r.path, {k: v for k, v in r.headers.items() if k != "host"}, r.raw) for r in requests]
-
-
-def _timeless(error: ModelError) -> str:
-    return re.sub(r"[0-9.]+ ?s(econds)?\b", "?s", str(error))
-
-
-def _same_outcome(a: ModelResponse | ModelError, b: ModelResponse | ModelError) -> None:
-    if isinstance(a, ModelError) or isinstance(b, ModelError):
-        assert isinstance(a, ModelError), (a, b)
-        assert isinstance(b, ModelError), (a, b)
-        assert (_timeless(a), a.status, a.error_type, a.provider_message) == (
-            _timeless(b), b.status, b.error_type, b.provider_message
-        )  # fmt: skip
-        assert a.retry_after == b.retry_after
-    else:
-        assert a == b
+def _timeless(message: str) -> str:
+    return re.sub(r"[0-9.]+ ?s(econds)?\b", "?s", message)
 
 
 async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
@@ -117,9 +82,11 @@ async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
     thin_requests, thin, thin_reached = await _calls(replies, direct=True, **settings)
     assert own_reached == len(own)
     assert thin_reached == 1  # every later call took the thin path
-    assert _wire(thin_requests) == _wire(own_requests)
+    assert wire(thin_requests) == wire(own_requests)
     for a, b in zip(own, thin, strict=True):
-        _same_outcome(a, b)
+        same_outcome(a, b, _timeless)
+        if isinstance(a, ModelError) and isinstance(b, ModelError):
+            assert a.retry_after == b.retry_after
     return thin
 
 
@@ -182,7 +149,7 @@ async def _run(script: list[Reply], *, direct: bool) -> tuple[list[Any], list[An
     from loopstate import Agent
 
     _, tools = make_tools()
-    with serve(*script) as server, _Count() as count:
+    with serve(*script) as server, Counting() as count:
         model = LiteLLMModel(NAME, api_base=server.url, api_key="sk-ant", direct=direct)
         result = await Agent(model, tools, instructions="You read files.").run("go, ünïcode ✓")
     return server.requests, list(result.messages), count.reached
@@ -199,7 +166,7 @@ async def test_a_whole_run_carries_thinking_back_byte_for_byte_and_keeps_the_sam
     thin_requests, thin, thin_reached = await _run(script, direct=True)
     assert own_reached == len(own_requests) == 4
     assert thin_reached == 1  # the first call; every later one took the thin path
-    assert _wire(thin_requests) == _wire(own_requests)
+    assert wire(thin_requests) == wire(own_requests)
     assert thin == own
     last = thin_requests[-1].body["messages"]
     assert any(b.get("type") == "redacted_thinking" for m in last for b in m["content"])

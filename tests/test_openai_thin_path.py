@@ -12,6 +12,7 @@ from typing import Any
 import provider_replies as pr
 import pytest
 from model_server import Reply, delayed, dropped_connection, raw_reply, serve, text_reply
+from thin_support import Counting, same_outcome, wire
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import AssistantMessage, Message, ToolMessage, UserMessage
@@ -64,15 +65,6 @@ async def _calls(
 ) -> tuple[list[Any], list[ModelResponse | ModelError], int]:
     """Two calls per reply (the first fills the thin path's template): what the server saw,
     what each call returned or raised, and how many calls reached litellm.acompletion."""
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
     out: list[ModelResponse | ModelError] = []
     name = "openai/test-model"
     script = [r for reply in replies for r in (text_reply("First."), reply)]
@@ -82,8 +74,7 @@ async def _calls(
         request = ModelRequest(
             messages=tuple(_history(name)), tools=(READ_FILE,) if tools else (), step=3
         )
-        litellm.acompletion = counting
-        try:
+        with Counting() as count:
             for _ in script:
                 try:
                     out.append(await model.complete(request))
@@ -91,30 +82,12 @@ async def _calls(
                     out.append(exc)
                 if after_first is not None and len(out) == 1:
                     after_first(model)
-        finally:
-            litellm.acompletion = original
-    return server.requests, out, reached
+    return server.requests, out, count.reached
 
 
-def _wire(requests: list[Any]) -> list[tuple[str, dict[str, str], bytes]]:
-    return [(r.path, {k: v for k, v in r.headers.items() if k != "host"}, r.raw) for r in requests]
-
-
-def _timeless(error: ModelError) -> str:
+def _timeless(message: str) -> str:
     """The message without the seconds a timeout took (they differ from call to call)."""
-    return re.sub(r"time taken=[0-9.]+", "time taken=?", str(error))
-
-
-def _same_outcome(a: ModelResponse | ModelError, b: ModelResponse | ModelError) -> None:
-    if isinstance(a, ModelError) or isinstance(b, ModelError):
-        assert isinstance(a, ModelError), (a, b)
-        assert isinstance(b, ModelError), (a, b)
-        assert (_timeless(a), a.status, a.error_type, a.provider_message) == (
-            _timeless(b), b.status, b.error_type, b.provider_message
-        )  # fmt: skip
-        assert (a.retry_after is None) == (b.retry_after is None)
-    else:
-        assert a == b
+    return re.sub(r"time taken=[0-9.]+", "time taken=?", message)
 
 
 async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
@@ -122,9 +95,9 @@ async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
     thin_requests, thin, thin_reached = await _calls(replies, direct=True, **settings)
     assert own_reached == len(own)
     assert thin_reached == 1  # every later call took the thin path
-    assert _wire(thin_requests) == _wire(own_requests)
+    assert wire(thin_requests) == wire(own_requests)
     for a, b in zip(own, thin, strict=True):
-        _same_outcome(a, b)
+        same_outcome(a, b, _timeless)
     return thin
 
 
@@ -209,18 +182,8 @@ async def _run(script: list[Reply], *, direct: bool) -> tuple[list[Any], list[An
 
     from loopstate import Agent
 
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
     _, tools = make_tools()
-    litellm.acompletion = counting
-    try:
+    with Counting() as count:
         tail = (raw_reply(pr.gemini_compat(pr.gemini_call("z.md"))), text_reply("Later."))
         with serve(*script, *tail) as server:
             model = LiteLLMModel("openai/test-model", api_base=server.openai_base,
@@ -231,9 +194,7 @@ async def _run(script: list[Reply], *, direct: bool) -> tuple[list[Any], list[An
                                  api_key="k", direct=direct)  # fmt: skip
             history = [*result.messages, UserMessage(content="and then?")]
             later = await Agent(other, tools).run(history)
-    finally:
-        litellm.acompletion = original
-    return server.requests, [result.messages, later.messages], reached
+    return server.requests, [result.messages, later.messages], count.reached
 
 
 @pytest.mark.parametrize("provider", RUNS)
@@ -244,7 +205,7 @@ async def test_whole_runs_send_byte_identical_requests_and_keep_the_same_history
     thin_requests, thin, thin_reached = await _run(RUNS[provider], direct=True)
     assert own_reached == len(own_requests) == len(RUNS[provider]) + 2
     assert thin_reached == 2  # each model's first call; every later call took the thin path
-    assert _wire(thin_requests) == _wire(own_requests)
+    assert wire(thin_requests) == wire(own_requests)
     assert thin == own
 
 
@@ -260,6 +221,6 @@ async def test_cookies_in_the_pool_go_out_as_litellms_own_requests_carry_them() 
     own_requests, own, _ = await _calls(replies, direct=False, after_first=cookie)
     thin_requests, thin, reached = await _calls(replies, direct=True, after_first=cookie)
     assert reached == 1
-    assert _wire(thin_requests) == _wire(own_requests)
+    assert wire(thin_requests) == wire(own_requests)
     assert thin == own
     assert [r.headers.get("cookie") for r in thin_requests] == [None] + ["__cf_bm=abc123"] * 3

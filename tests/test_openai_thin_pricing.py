@@ -11,6 +11,7 @@ from typing import Any
 import provider_replies as pr
 import pytest
 from model_server import Reply, raw_reply, raw_stream, serve, text_reply
+from thin_support import Counting
 
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
@@ -72,15 +73,6 @@ async def _replies(
 ) -> tuple[list[ModelResponse], int]:
     """Each reply answered to the same request after a first call: the replies read and how
     many calls reached `litellm.acompletion`."""
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
     first = raw_stream(pr.openai("x", text="First.")) if stream else text_reply("First.")
     out: list[ModelResponse] = []
     with serve(first, *replies) as server:
@@ -88,14 +80,11 @@ async def _replies(
         request = ModelRequest(
             messages=(UserMessage(content="Read a.md"),), tools=(READ_FILE,), step=1
         )
-        litellm.acompletion = counting
-        try:
+        with Counting() as count:
             for _ in range(len(replies) + 1):
                 call = model.stream(request, _Quiet()) if stream else model.complete(request)
                 out.append(await call)
-        finally:
-            litellm.acompletion = original
-    return out, reached
+    return out, count.reached
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -138,23 +127,11 @@ async def test_a_streamed_thin_reply_costs_what_litellms_stream_makes_it_cost(ca
 
 
 async def test_custom_prices_keep_every_call_on_litellm() -> None:
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
     with serve(text_reply("One."), text_reply("Two.")) as server:
         model = LiteLLMModel("openai/my-model", api_base=server.openai_base, api_key="k",
                              input_cost_per_token=0.001, output_cost_per_token=0.002)  # fmt: skip
         request = ModelRequest(messages=(UserMessage(content="hi"),), step=1)
-        litellm.acompletion = counting
-        try:
+        with Counting() as count:
             replies = [await model.complete(request) for _ in range(2)]
-        finally:
-            litellm.acompletion = original
-    assert reached == 2
+    assert count.reached == 2
     assert [r.usage.cost_usd for r in replies] == [pytest.approx(0.025)] * 2

@@ -21,11 +21,12 @@ from model_server import (
     text_reply,
     tool_call_reply,
 )
-from test_openai_thin_path import READ_FILE, _history, _same_outcome, _wire
+from test_openai_thin_path import READ_FILE, _history, _timeless
+from thin_support import Counting, same_outcome, wire
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.model import ModelRequest, ModelResponse
-from loopstate.engine.models.litellm import LiteLLMModel, _import_litellm
+from loopstate.engine.models.litellm import LiteLLMModel
 
 NAME = "openai/test-model"
 # Streams of OpenAI-compatible providers, each answered after a first streamed call.
@@ -67,15 +68,6 @@ async def _streams(
     """Two streamed calls per reply (the first fills the template): what the server saw,
     what each call returned or raised with the deltas it reported, and how many calls reached
     litellm.acompletion."""
-    litellm = _import_litellm()
-    reached = 0
-    original = litellm.acompletion
-
-    async def counting(**arguments: Any) -> Any:
-        nonlocal reached
-        reached += 1
-        return await original(**arguments)
-
     out: list[tuple[ModelResponse | ModelError, list[Any]]] = []
     script = [r for reply in replies for r in (text_reply("First."), reply)]
     with serve(*script) as server:
@@ -84,8 +76,7 @@ async def _streams(
         request = ModelRequest(
             messages=tuple(_history(NAME)), tools=(READ_FILE,) if tools else (), step=3
         )
-        litellm.acompletion = counting
-        try:
+        with Counting() as count:
             for _ in script:
                 listener = Listener()
                 try:
@@ -93,9 +84,7 @@ async def _streams(
                 except ModelError as exc:
                     reply = exc
                 out.append((reply, listener.seen))
-        finally:
-            litellm.acompletion = original
-    return server.requests, out, reached
+    return server.requests, out, count.reached
 
 
 async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
@@ -103,12 +92,12 @@ async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
     thin_requests, thin, thin_reached = await _streams(replies, direct=True, **settings)
     assert own_reached == len(own)
     assert thin_reached == 1  # every later call took the thin path
-    assert _wire(thin_requests) == _wire(own_requests)
+    assert wire(thin_requests) == wire(own_requests)
     assert b'"stream":true' in thin_requests[-1].raw
     for (a, a_seen), (b, b_seen) in zip(own, thin, strict=True):
         if isinstance(a, ModelResponse) and isinstance(b, ModelResponse):
             assert a.model_dump() == b.model_dump()
-        _same_outcome(a, b)
+        same_outcome(a, b, _timeless)
         assert a_seen == b_seen
     return thin
 
