@@ -114,7 +114,10 @@ async def test_the_cost_follows_each_replys_own_usage() -> None:
     assert thin[2].usage.cached_tokens == 1920
 
 
-@pytest.mark.parametrize("case", ["gpt-4o-mini", "reasoning tokens", "unpriced"])
+STREAMED = ["gpt-4o-mini", "reasoning tokens", "a name another provider prices", "unpriced"]
+
+
+@pytest.mark.parametrize("case", STREAMED)
 async def test_a_streamed_thin_reply_costs_what_litellms_stream_makes_it_cost(case: str) -> None:
     name, body, _ = CASES[case]
     replies = [raw_stream(body), raw_stream(body)]
