@@ -178,6 +178,20 @@ def gemini_call(path: str, *, call_id: str = "", signature: str | None = None) -
     return _function(call_id, "read_file", {"path": path}, **extra)
 
 
+def openai_output_limit() -> dict[str, Any]:
+    """The 400 OpenAI returns when `max_tokens` leaves no room for one visible token (GPT-5.x;
+    litellm turns it into an empty reply with finish reason `length`)."""
+    return {
+        "error": {
+            "message": "Could not finish the message because max_tokens or model output limit "
+            "was reached. Please try again with higher max_tokens.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+
+
 def openai_rate_limit() -> dict[str, Any]:
     return {
         "error": {

@@ -135,6 +135,13 @@ async def test_errors_map_to_the_same_model_error(reply: Reply) -> None:
     assert isinstance(thin[-1], ModelError)
 
 
+async def test_an_output_limit_400_is_the_same_empty_reply() -> None:
+    thin = await _compare([raw_reply(pr.openai_output_limit(), status=400)], max_tokens=1)
+    assert isinstance(thin[-1], ModelResponse)
+    assert not thin[-1].message.content
+    assert thin[-1].usage.prompt_tokens > 0  # litellm's estimate of the prompt it was billed
+
+
 async def test_a_timeout_maps_to_the_same_model_error() -> None:
     thin = await _compare([delayed(text_reply("Late."), 1.5)], timeout=0.5)
     assert isinstance(thin[-1], ModelError)

@@ -4,8 +4,9 @@ cost, reasoning, thinking blocks and provider fields are the same). Duck-typed: 
 passed in, not imported.
 
 A stream is a `ModelError`, never a short answer, when it:
-- ends without the provider's finish reason (litellm reports a clean-but-early end as
-  `finish_reason="stop"`; its wrapper's `received_finish_reason` stays None),
+- ends without the provider's finish reason (litellm < 1.108 reports a clean-but-early end
+  as `finish_reason="stop"`, its wrapper's `received_finish_reason` staying None; later ones
+  raise a connection error naming it: both are `truncated`),
 - drops mid-way (litellm's error, mapped like any other),
 - stalls: no chunk within `stall_s` seconds.
 The connection is closed whatever happens (`aclose()`; a cancelled read closes it too).
@@ -46,7 +47,7 @@ async def stream_reply(
         await _close(stream)
     received = getattr(stream, "received_finish_reason", _NOT_REPORTED)
     if received is None:
-        raise truncated(model, len(chunks))
+        raise truncated(model)
     raw = assemble(litellm, chunks, arguments["messages"])
     if raw is None:
         raise ModelError(f"model {model} failed: the stream had no chunks", error_type="truncated")
@@ -71,8 +72,27 @@ async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float
     except (asyncio.CancelledError, ModelError):
         raise
     except Exception as exc:
+        if _ended_early(exc):
+            raise truncated(model) from exc
         raise model_error(exc, model) from exc
     return chunks
+
+
+_EARLY_END = "Stream ended before a finish_reason was received"
+_CONNECTION = frozenset({"APIConnectionError", "RemoteProtocolError"})
+
+
+def _ended_early(exc: BaseException | None) -> bool:
+    """Whether `exc` is litellm's own report of a stream that ended cleanly without a finish
+    reason: litellm >= 1.108 raises it (an `APIConnectionError` naming it, in a
+    `MidStreamFallbackError`) where older ones ended the stream quietly."""
+    for _ in range(8):
+        if exc is None:
+            return False
+        if type(exc).__name__ in _CONNECTION and _EARLY_END in str(exc):
+            return True
+        exc = getattr(exc, "original_exception", None) or exc.__cause__
+    return False
 
 
 async def _report(chunk: Any, listener: DeltaListener) -> None:
@@ -100,10 +120,9 @@ async def _close(stream: Any) -> None:
             await close()
 
 
-def truncated(model: str, chunks: int) -> ModelError:
+def truncated(model: str) -> ModelError:
     return ModelError(
-        f"model {model} failed: the stream ended without a finish reason after "
-        f"{chunks} chunks (truncated)",
+        f"model {model} failed: the stream ended without a finish reason (truncated)",
         error_type="truncated",
     )
 

@@ -58,6 +58,9 @@ def record(kind: str, value: Any) -> None:
         captured.append((kind, value))
 
 
+_created: contextvars.ContextVar[bool] = contextvars.ContextVar("loopstate_created", default=False)
+
+
 @contextmanager
 def capturing() -> Iterator[list[tuple[str, Any]]]:
     captured: list[tuple[str, Any]] = []
@@ -136,7 +139,11 @@ class _Completions(AsyncCompletions):
         for key in moved:
             params[key] = []  # a placeholder keeps the key's place in the body
         params["extra_body"] = {**moved, **(params.get("extra_body") or {})}
-        return await super().create(**params)
+        token = _created.set(True)  # recorded: the SDK's own `post` below is not litellm's
+        try:
+            return await super().create(**params)
+        finally:
+            _created.reset(token)
 
 
 class _Chat(AsyncChat):
@@ -147,6 +154,14 @@ class _Chat(AsyncChat):
 
 class DirectPayloadClient(AsyncOpenAI):
     """`AsyncOpenAI` whose chat completions send messages and tools untransformed."""
+
+    async def post(self, path: str, **arguments: Any) -> Any:  # forwards every argument
+        body, options = arguments.get("body"), arguments.get("options") or {}
+        if path == "/chat/completions" and isinstance(body, dict) and not _created.get():
+            # litellm >= 1.108 posts the body itself (no SDK walk): what it built, as `create`
+            # would have been given it (the timeout among the parameters)
+            record("params", {**body, "timeout": options.get("timeout")})
+        return await super().post(path, **arguments)
 
     async def request(  # forwards every argument
         self, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None

@@ -36,6 +36,7 @@ tests/test_openai_thin_pricing.py the costs of priced models' replies.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,15 @@ class Template:
     def optional(self) -> dict[str, Any]:
         """The optional parameters litellm mapped, as its cost calculation is given them."""
         return {k: v for k, v in self.fields if k not in ("model", "messages")}
+
+
+def _no_base_model() -> dict[str, Any]:
+    """The base model for a synthesized reply's prompt count: litellm >= 1.108 takes one (none
+    here: `eligible` admits no `base_model` or `metadata`), older ones take no such argument."""
+    from litellm.llms.openai.common_utils import build_output_token_limit_response
+
+    takes = "base_model" in inspect.signature(build_output_token_limit_response).parameters
+    return {"base_model": None} if takes else {}
 
 
 def shape(request: ModelRequest) -> tuple[bool, str]:
@@ -245,7 +255,9 @@ class ThinCall:
         except openai.BadRequestError as exc:
             if not is_output_token_limit_error(exc):
                 raise
-            headers, response = build_output_token_limit_response(e=exc, data=data, is_async=True)
+            headers, response = build_output_token_limit_response(
+                e=exc, data=data, is_async=True, **_no_base_model()
+            )
         if not hasattr(response, "model_dump"):
             raise litellm.llms.openai.openai.OpenAIError(
                 status_code=500,

@@ -39,7 +39,6 @@ from loopstate.engine.models.openai_direct import _MOVED, Template, ThinCall, el
 from loopstate.engine.streaming import DeltaListener
 
 # Templates of streamed calls, by model name, settings and request shape.
-_CLOSING = 2
 _STREAM_TEMPLATES: dict[tuple[str, str, tuple[bool, str]], Template] = {}
 
 
@@ -101,9 +100,7 @@ class ThinStream(ThinCall):
             with suppress(Exception):  # closing what already broke may fail again
                 await stream.response.aclose()
         if not finished:
-            # litellm's wrapper closes a stream that ended early with two chunks of its own
-            # (a finish chunk, then the usage chunk asked for), counted in its message
-            raise truncated(model, len(chunks) + _CLOSING)
+            raise truncated(model)
         return self._reply(chunks, data, origin)
 
     async def _read(
