@@ -240,7 +240,7 @@ class RunCore:
         announce, self._unannounced = self._unannounced, []
         for t in announce:
             await self.emit(
-                TransitionEvent(
+                TransitionEvent.trusted(
                     **self.at(),
                     seq=t.seq,
                     source=t.source,

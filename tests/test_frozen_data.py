@@ -78,3 +78,14 @@ def test_a_trusted_instance_equals_the_validated_one_and_needs_every_field() -> 
     assert trusted.model_dump_json() == TextDelta(**fields, text="hi").model_dump_json()
     with pytest.raises(TypeError, match=r"missing \['text'\]"):
         TextDelta.trusted(**fields)
+
+
+def test_a_trusted_instance_takes_the_defaults_it_is_not_given_and_refuses_unknown_fields() -> None:
+    given = {"run_id": "r", "at": 1.0, "seq": 1, "source": "a", "target": "b", "event": "e"}
+    trusted = TransitionEvent.trusted(**given)
+    assert trusted == TransitionEvent(**given)
+    assert (trusted.kind, trusted.step, trusted.reason) == ("transition", 0, None)
+    assert trusted.model_fields_set == TransitionEvent(**given).model_fields_set
+    assert trusted.model_dump_json() == TransitionEvent(**given).model_dump_json()
+    with pytest.raises(TypeError, match=r"unknown fields \['colour'\]"):
+        TransitionEvent.trusted(**given, colour="red")

@@ -83,6 +83,7 @@ class LoopSteps(OnCore):
         self.decisions = Decisions(self)
         self.delegations = Delegations(self)
         self._definitions = tuple(t.definition for t in config.tools.values())
+        self._tool_names = tuple(d.name for d in self._definitions)  # shared by its events
         self._unsaved_results = 0
         self._used_ids: set[str] | None = None
         self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
@@ -143,7 +144,7 @@ class LoopSteps(OnCore):
             update |= {"output": reply.content or "", "stop_reason": "answer"}
         self.state = state.evolve(**update)
         await self.core.emit(
-            ModelResponded(
+            ModelResponded.trusted(
                 **self.core.at(),
                 model=response.model or self.config.model.name,
                 tool_calls=tuple(c.name for c in reply.calls),
@@ -190,11 +191,11 @@ class LoopSteps(OnCore):
     async def _call_model(self, request: ModelRequest) -> Any:
         model, hooks = self.config.model, self.core.hooks
         await self.core.emit(
-            ModelRequested(
+            ModelRequested.trusted(
                 **self.core.at(step=request.step),
                 model=model.name,
                 messages=len(request.messages),
-                tools=tuple(d.name for d in request.tools),
+                tools=self._tool_names,
             )
         )
         if hooks is not None:
@@ -271,7 +272,7 @@ class LoopSteps(OnCore):
 
     async def _run_call(self, record: CallRecord) -> None:
         core, hooks = self.core, self.core.hooks
-        await core.emit(ToolStarted(**core.at(), call_id=record.call_id, tool=record.tool))
+        await core.emit(ToolStarted.trusted(**core.at(), call_id=record.call_id, tool=record.tool))
         if hooks is not None:
             await hooks.before_tool(record)
         started = time.perf_counter()
@@ -288,7 +289,7 @@ class LoopSteps(OnCore):
         if self._unsaved_results:  # the last result is saved with the batch's closing commit
             await core.save()
         await core.emit(
-            ToolFinished(
+            ToolFinished.trusted(
                 **core.at(),
                 call_id=record.call_id,
                 tool=record.tool,
