@@ -5,11 +5,12 @@
 Prints µs per step of a 200-step run (ScriptedModel, MemoryStore, one tool call per step) for
 loopstate, for a minimal hand-written python-statemachine loop of the same shape, and for a
 bare asyncio loop; flatness (200 vs 5 steps); 1,000 concurrent runs x 5 steps (steps/s, peak
-RSS, each in a fresh process, median of 3), twice: back to back (the instant model never
-yields, so each run goes to its end, or for loopstate to its lease's release, before the next
-starts; the minimal loop then holds one run at a time while loopstate keeps every result) and
-interleaved (the model yields once per call, as a real one does, so all 1,000 runs are in
-flight together); and `import loopstate` time. structlog is configured as an application
+RSS, each in a fresh process, in 5 pairs: the ratios are the pairs' medians), twice: back to
+back (the instant model never yields, so each run goes to its end, or for loopstate to its
+lease's release, before the next starts; the minimal loop then holds one run at a time while
+loopstate keeps every result) and interleaved (the model yields once per call, as a real one
+does, so all 1,000 runs are in flight together); and `import loopstate` time, its modules
+compiled first as an installed package's are. structlog is configured as an application
 would, filtering below WARNING.
 """
 
@@ -32,6 +33,7 @@ from loopstate.engine.models.scripted import call
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 REPEATS = 7
+_SOURCES = ("loopstate", "engine", "machines", "tools")  # the package's directories
 
 
 @tool
@@ -176,6 +178,8 @@ def import_time() -> tuple[float, bool]:
         subprocess.run([sys.executable, "-c", code], check=True)
         return time.perf_counter() - started
 
+    # as installed: bytecode compiled (PYTHONDONTWRITEBYTECODE would make every import compile)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *_SOURCES], check=True)
     base = statistics.median(once("pass") for _ in range(5))
     ours = statistics.median(once("import loopstate") for _ in range(5))
     leaked = subprocess.run(
@@ -189,16 +193,18 @@ def mark(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def concurrent_median(kind: str, yielding: bool) -> tuple[float, float]:
-    runs = [concurrent(kind, yielding) for _ in range(3)]
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-
-
-def concurrency_rows(yielding: bool) -> list[tuple[str, str, str]]:
+def concurrency_rows(yielding: bool, pairs: int = 5) -> list[tuple[str, str, str]]:
+    """Runs in pairs, loopstate then the minimal loop, each in a fresh process: the ratios
+    are the medians of the pairs' (one pair sees one machine speed), the figures medians."""
     how = "interleaved" if yielding else "back to back"
-    steps_s, rss = concurrent_median("loopstate", yielding)
-    floor_steps_s, floor_rss = concurrent_median("minimal", yielding)
-    speed, memory = steps_s / floor_steps_s, rss / floor_rss
+    ours, floor = [], []
+    for _ in range(pairs):
+        ours.append(concurrent("loopstate", yielding))
+        floor.append(concurrent("minimal", yielding))
+    speed = statistics.median(a[0] / b[0] for a, b in zip(ours, floor, strict=True))
+    memory = statistics.median(a[1] / b[1] for a, b in zip(ours, floor, strict=True))
+    steps_s, rss = (statistics.median(r[i] for r in ours) for i in (0, 1))
+    floor_steps_s, floor_rss = (statistics.median(r[i] for r in floor) for i in (0, 1))
     return [
         (f"1,000 runs x 5 steps, {how}: loopstate",
          f"{steps_s:,.0f} steps/s, {rss:.0f} MB peak RSS", "peers 160-310 steps/s, 148-186 MB"),
