@@ -19,12 +19,19 @@ class Frozen(BaseModel):
     """Per model, by count: the set of field names its instances given those names share."""
     _names: ClassVar[tuple[str, ...]] = ()
     """The model's field names, in order."""
+    _defaults: ClassVar[dict[str, Any]] = {}
+    """The defaults `trusted` fills in (a field with a default factory must be given)."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         cls._fields_sets = {}
         cls._names = tuple(cls.model_fields)
+        cls._defaults = {
+            name: field.default
+            for name, field in cls.model_fields.items()
+            if not field.is_required() and field.default_factory is None
+        }
 
     @classmethod
     def _shared(cls, fields: set[str]) -> set[str]:
@@ -61,11 +68,16 @@ class Frozen(BaseModel):
         its events and transitions.
         """
         given, names = fields, cls._names
-        if len(fields) != len(names) or not fields.keys() <= cls.model_fields.keys():
-            fields = cls._with_defaults(fields)
+        if len(fields) != len(names):
+            fields = {**cls._defaults, **fields}
         new = object.__new__(cls)
-        for name in names:
-            _set(new, name, fields[name])
+        try:
+            for name in names:
+                _set(new, name, fields[name])
+        except KeyError:
+            raise cls._refused(given) from None
+        if len(fields) != len(names):
+            raise cls._refused(given)
         shared = cls._fields_sets.get(len(given))
         if shared is None or shared != given.keys():
             shared = cls._shared(set(given))
@@ -75,18 +87,12 @@ class Frozen(BaseModel):
         return new
 
     @classmethod
-    def _with_defaults(cls, fields: dict[str, Any]) -> dict[str, Any]:
+    def _refused(cls, fields: dict[str, Any]) -> TypeError:
         unknown = sorted(fields.keys() - cls.model_fields.keys())
         if unknown:
-            raise TypeError(f"{cls.__name__}.trusted: unknown fields {unknown}")
-        required = (n for n, f in cls.model_fields.items() if f.is_required())
-        missing = sorted(n for n in required if n not in fields)
-        if missing:
-            raise TypeError(f"{cls.__name__}.trusted needs its required fields; missing {missing}")
-        return {
-            name: fields[name] if name in fields else field.get_default(call_default_factory=True)
-            for name, field in cls.model_fields.items()
-        }
+            return TypeError(f"{cls.__name__}.trusted: unknown fields {unknown}")
+        missing = sorted(cls.model_fields.keys() - fields.keys() - cls._defaults.keys())
+        return TypeError(f"{cls.__name__}.trusted needs its required fields; missing {missing}")
 
     def evolve(self, **changes: Any) -> Self:
         """A copy with `changes` applied, unvalidated: for trusted values on hot paths.

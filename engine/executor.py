@@ -264,7 +264,7 @@ def result_message(record: CallRecord) -> ToolMessage:
     if decision is not None and decision.kind == "edit" and record.status in _RAN:
         edited = json.dumps(thaw(decision.arguments), sort_keys=True)
         text = f"[The reviewer edited the arguments; this ran with {edited}]\n{text}"
-    return ToolMessage(tool_call_id=record.call_id, content=text)
+    return ToolMessage.trusted(tool_call_id=record.call_id, content=text)  # a run keeps each
 
 
 _RAN = ("succeeded", "failed")

@@ -88,7 +88,7 @@ class Usage(Frozen):
             cost = None
         else:
             cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return Usage(
+        return Usage.trusted(  # sums of valid counts: nothing to validate, once per step
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=cost,
