@@ -19,6 +19,7 @@ class Frozen(BaseModel):
     """Per model, by count: the set of field names its instances given those names share."""
     _names: ClassVar[tuple[str, ...]] = ()
     """The model's field names, in order."""
+    _name_set: ClassVar[frozenset[str]] = frozenset()
     _defaults: ClassVar[dict[str, Any]] = {}
     """The defaults `trusted` fills in (a field with a default factory must be given)."""
 
@@ -27,6 +28,7 @@ class Frozen(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         cls._fields_sets = {}
         cls._names = tuple(cls.model_fields)
+        cls._name_set = frozenset(cls._names)
         cls._defaults = {
             name: field.default
             for name, field in cls.model_fields.items()
@@ -81,6 +83,23 @@ class Frozen(BaseModel):
         shared = cls._fields_sets.get(len(given))
         if shared is None or shared != given.keys():
             shared = cls._shared(set(given))
+        _set(new, "__pydantic_fields_set__", shared)
+        _set(new, "__pydantic_extra__", None)
+        _set(new, "__pydantic_private__", None)
+        return new
+
+    @classmethod
+    def fleeting(cls, **fields: Any) -> Self:
+        """`trusted` for a value handed on and dropped (a per-chunk delta): every field given,
+        kept as the dict it came in, which is ~5x faster to make than values set inline
+        but twice their memory."""
+        if fields.keys() != cls._name_set:
+            raise cls._refused(fields)
+        new = object.__new__(cls)
+        _set(new, "__dict__", fields)
+        shared = cls._fields_sets.get(len(fields))
+        if shared is None:
+            shared = cls._shared(set(fields))
         _set(new, "__pydantic_fields_set__", shared)
         _set(new, "__pydantic_extra__", None)
         _set(new, "__pydantic_private__", None)

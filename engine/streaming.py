@@ -121,9 +121,9 @@ class DeltaRelay:
 
     async def text(self, text: str) -> None:
         if text:
-            # trusted: one delta per chunk, its fields already typed
+            # fleeting: one delta per chunk, its fields already typed, handed on
             await self._sink.on_text_delta(
-                TextDelta.trusted(
+                TextDelta.fleeting(
                     run_id=self._run_id,
                     at=self._clock(),
                     step=self._step,
@@ -137,7 +137,7 @@ class DeltaRelay:
         self, index: int, call_id: str | None, tool: str | None, arguments: str
     ) -> None:
         await self._sink.on_tool_call_delta(
-            ToolCallDelta.trusted(
+            ToolCallDelta.fleeting(
                 run_id=self._run_id,
                 at=self._clock(),
                 step=self._step,

@@ -89,3 +89,12 @@ def test_a_trusted_instance_takes_the_defaults_it_is_not_given_and_refuses_unkno
     assert trusted.model_dump_json() == TransitionEvent(**given).model_dump_json()
     with pytest.raises(TypeError, match=r"unknown fields \['colour'\]"):
         TransitionEvent.trusted(**given, colour="red")
+
+
+def test_a_fleeting_instance_equals_the_validated_one_and_needs_every_field() -> None:
+    fields = {"run_id": "r", "at": 1.0, "step": 1, "attempt": "a", "kind": "text_delta"}
+    fleeting = TextDelta.fleeting(**fields, text="hi")
+    assert fleeting == TextDelta(**fields, text="hi")
+    assert fleeting.model_dump_json() == TextDelta(**fields, text="hi").model_dump_json()
+    with pytest.raises(TypeError, match=r"missing \['text'\]"):
+        TextDelta.fleeting(**fields)
