@@ -25,9 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeAlias
 
-import httpx
 from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, OpenAIError
 from openai._base_client import status_exceptions, timeout_exceptions  # type: ignore[attr-defined]
 from openai._legacy_response import LegacyAPIResponse
@@ -44,6 +43,10 @@ _OWN_CLIENT = frozenset(
     {"client", "api_version", "azure_ad_token", "litellm_params", "shared_session"}
 )
 
+
+Request: TypeAlias = Any
+"""An HTTP request as the SDK's client builds it: `httpx.Request` (the SDK >= 3 types it as
+its `httpx2` fork's, but builds it with the HTTP client it is given: litellm's httpx pool)."""
 
 _capture: contextvars.ContextVar[list[tuple[str, Any]] | None] = contextvars.ContextVar(
     "loopstate_openai_capture", default=None
@@ -76,23 +79,23 @@ class Wire:
     """One request as the SDK built it (headers, URL, timeout, body key order) and what its
     reply is read with: every call of the same shape sends the same but for its body."""
 
-    request: httpx.Request
+    request: Request
     body: tuple[tuple[str, Any], ...]
     reading: tuple[Any, Any, Any]  # cast_to, stream_cls, options
 
     @classmethod
-    def of(cls, request: httpx.Request, reading: tuple[Any, Any, Any]) -> Wire | None:
+    def of(cls, request: Request, reading: tuple[Any, Any, Any]) -> Wire | None:
         body = json.loads(request.content)
         if not isinstance(body, dict):
             return None
         return cls(request, tuple(body.items()), reading)
 
-    def build(self, body: dict[str, Any], cookies: httpx.Cookies) -> httpx.Request:
+    def build(self, body: dict[str, Any], cookies: Any) -> Request:
         """The same request with `body` (the SDK's own JSON encoding) and the pool's cookies
         as they are now (a server may have set some since), both put where httpx's
         `build_request` puts them: Cookie after the headers, then Content-Length."""
         headers = [(k, v) for k, v in self.request.headers.raw if k.lower() not in _PER_REQUEST]
-        return httpx.Request(
+        return type(self.request)(
             self.request.method, self.request.url, headers=headers, cookies=cookies or None,
             content=openapi_dumps(body), extensions=dict(self.request.extensions),
         )  # fmt: skip
@@ -169,8 +172,8 @@ class DirectPayloadClient(AsyncOpenAI):
         record("reading", (cast_to, stream_cls, options))
         return await super().request(cast_to, options, stream=stream, stream_cls=stream_cls)
 
-    def _build_request(self, options: Any, *, retries_taken: int = 0) -> httpx.Request:
-        request = super()._build_request(options, retries_taken=retries_taken)
+    def _build_request(self, options: Any, *, retries_taken: int = 0) -> Request:
+        request: Request = super()._build_request(options, retries_taken=retries_taken)
         record("request", request)
         return request
 
