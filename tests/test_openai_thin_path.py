@@ -231,3 +231,12 @@ async def test_cookies_in_the_pool_go_out_as_litellms_own_requests_carry_them() 
     assert wire(thin_requests) == wire(own_requests)
     assert thin == own
     assert [r.headers.get("cookie") for r in thin_requests] == [None] + ["__cf_bm=abc123"] * 3
+
+
+async def test_models_of_the_same_settings_share_one_client_over_litellms_pool() -> None:
+    settings = {"api_base": "http://127.0.0.1:9/v1", "api_key": "k"}
+    name = "openai/test-model"
+    first, second = LiteLLMModel(name, **settings), LiteLLMModel(name, **settings)
+    other = LiteLLMModel(name, api_base="http://127.0.0.1:9/v2", api_key="k")
+    assert first._direct_client() is second._direct_client()
+    assert other._direct_client() is not first._direct_client()

@@ -201,10 +201,22 @@ def direct_payload_client(
         pool = own._client
     except (AttributeError, TypeError):  # another litellm inside: its own path, unchanged
         return None
-    return DirectPayloadClient(
-        api_key=api_key,
-        base_url=api_base,
-        http_client=pool,
-        organization=settings.get("organization"),
-        max_retries=0,  # litellm sets the call's own retries on the client it is given
-    )
+    # One client per pool, shared by the models of the same settings (building one is
+    # ~0.3 ms, and a service may make a model per request).
+    key = (api_base, api_key, settings.get("organization"))
+    client = _CLIENTS.get(key)
+    if client is None or client._client is not pool:
+        if len(_CLIENTS) >= _KEPT:
+            _CLIENTS.clear()
+        client = _CLIENTS[key] = DirectPayloadClient(
+            api_key=api_key,
+            base_url=api_base,
+            http_client=pool,
+            organization=settings.get("organization"),
+            max_retries=0,  # litellm sets the call's own retries on the client it is given
+        )
+    return client
+
+
+_KEPT = 64
+_CLIENTS: dict[tuple[str, str, Any], DirectPayloadClient] = {}
