@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 _set = object.__setattr__
+_F = TypeVar("_F", bound=BaseModel)
 
 
 class Frozen(BaseModel):
@@ -83,10 +84,7 @@ class Frozen(BaseModel):
         shared = cls._fields_sets.get(len(given))
         if shared is None or shared != given.keys():
             shared = cls._shared(set(given))
-        _set(new, "__pydantic_fields_set__", shared)
-        _set(new, "__pydantic_extra__", None)
-        _set(new, "__pydantic_private__", None)
-        return new
+        return _sealed(new, shared)
 
     @classmethod
     def fleeting(cls, **fields: Any) -> Self:
@@ -97,13 +95,7 @@ class Frozen(BaseModel):
             raise cls._refused(fields)
         new = object.__new__(cls)
         _set(new, "__dict__", fields)
-        shared = cls._fields_sets.get(len(fields))
-        if shared is None:
-            shared = cls._shared(set(fields))
-        _set(new, "__pydantic_fields_set__", shared)
-        _set(new, "__pydantic_extra__", None)
-        _set(new, "__pydantic_private__", None)
-        return new
+        return _sealed(new, cls._fields_sets.get(len(fields)) or cls._shared(set(fields)))
 
     @classmethod
     def _refused(cls, fields: dict[str, Any]) -> TypeError:
@@ -122,11 +114,16 @@ class Frozen(BaseModel):
         new = object.__new__(type(self))
         fields = dict(self.__dict__)
         fields.update(changes)
-        object.__setattr__(new, "__dict__", fields)
+        _set(new, "__dict__", fields)
         fields_set = self.__pydantic_fields_set__
         if not changes.keys() <= fields_set:
             fields_set = self._shared(fields_set | changes.keys())
-        object.__setattr__(new, "__pydantic_fields_set__", fields_set)
-        object.__setattr__(new, "__pydantic_extra__", None)
-        object.__setattr__(new, "__pydantic_private__", None)
-        return new
+        return _sealed(new, fields_set)
+
+
+def _sealed(new: _F, fields_set: set[str]) -> _F:
+    """`new`, given what pydantic keeps beside the fields: the names set, no extras."""
+    _set(new, "__pydantic_fields_set__", fields_set)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
