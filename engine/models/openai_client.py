@@ -8,6 +8,8 @@ problem: anthropic-sdk-python #1195, openai-python #3616). For plain JSON data t
 identity, so `messages` and `tools` go through `extra_body` instead (the workaround of #1195):
 the transform sees empty placeholders, and the SDK's merge (`{**body, **extra_body}`) puts the
 real values back in the placeholders' places, so the body's keys, order and bytes are unchanged.
+litellm >= 1.108 skips the walk itself (it posts its body with `client.post`); the client
+then only records what was posted, for the thin path's template.
 
 The client is built the way litellm builds its own (the same SDK, defaults and headers) over
 the HTTP pool of litellm's own cached client for the same settings, and reused for every call
