@@ -114,6 +114,24 @@ async def send(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) ->
     )  # fmt: skip
 
 
+def parsed(raw: Any) -> Any:
+    """`raw.parse()` of a chat completion (a `LegacyAPIResponse`): the reply as the SDK's
+    model. A JSON reply that validates strictly is the model the SDK's `construct` makes of
+    the same data, without its Python walk of the model's types (~10x faster); anything
+    else (a reply strict validation refuses, another type, a stream) is the SDK's own."""
+    from openai.types.chat import ChatCompletion
+    from pydantic import ValidationError
+
+    response = raw.http_response
+    content_type = response.headers.get("content-type", "*").split(";")[0]
+    if raw._cast_to is ChatCompletion and not raw._stream and content_type.endswith("json"):
+        try:
+            return ChatCompletion.model_validate(response.json(), strict=True)
+        except (ValidationError, ValueError):
+            pass
+    return raw.parse()
+
+
 async def sent(
     client: DirectPayloadClient, wire: Wire, body: dict[str, Any], *, stream: bool
 ) -> Any:

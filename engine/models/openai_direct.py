@@ -45,7 +45,7 @@ from loopstate.engine.messages import Message, Origin
 from loopstate.engine.model import ModelRequest
 from loopstate.engine.models.history_cache import HistoryCache
 from loopstate.engine.models.litellm_price import priced_alike, set_price
-from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, send
+from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, parsed, send
 from loopstate.engine.models.wire import provider_messages
 
 # Settings whose litellm mapping is a fixed function of the setting (captured once).
@@ -246,7 +246,7 @@ class ThinCall:
         try:
             raw = await send(self._client, template.wire, body)
             headers: Any = dict(raw.headers)
-            response = raw.parse()
+            response = parsed(raw)
         except openai.APITimeoutError as exc:
             exc.message += (
                 f" - timeout value={timeout}, time taken={round(time.time() - start, 2)} seconds"
@@ -264,9 +264,9 @@ class ThinCall:
                 message=f"Empty or invalid response from LLM endpoint. Received: {response!r}. "
                 "Check the reverse proxy or model server configuration.",
             )
-        parsed = self._config(data["model"]).transform_parsed_response_dict(response.model_dump())
+        dumped = self._config(data["model"]).transform_parsed_response_dict(response.model_dump())
         return convert_to_model_response_object(
-            response_object=parsed,
+            response_object=dumped,
             model_response_object=litellm.ModelResponse(),
             hidden_params={"headers": headers},
             _response_headers=headers,
