@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -221,13 +222,12 @@ def direct_payload_client(
         pool = own._client
     except (AttributeError, TypeError):  # another litellm inside: its own path, unchanged
         return None
-    # One client per pool, shared by the models of the same settings (building one is
-    # ~0.3 ms, and a service may make a model per request).
+    # One client per pool, shared by the live models of the same settings (building one is
+    # ~0.3 ms, and a service may make a model per request). Held weakly: a client kept past
+    # its models would outlive litellm's pool, to be torn down with the interpreter.
     key = (api_base, api_key, settings.get("organization"))
     client = _CLIENTS.get(key)
     if client is None or client._client is not pool:
-        if len(_CLIENTS) >= _KEPT:
-            _CLIENTS.clear()
         client = _CLIENTS[key] = DirectPayloadClient(
             api_key=api_key,
             base_url=api_base,
@@ -238,5 +238,6 @@ def direct_payload_client(
     return client
 
 
-_KEPT = 64
-_CLIENTS: dict[tuple[str, str, Any], DirectPayloadClient] = {}
+_CLIENTS: weakref.WeakValueDictionary[tuple[str, str, Any], DirectPayloadClient] = (
+    weakref.WeakValueDictionary()
+)
