@@ -36,6 +36,8 @@ from openai._legacy_response import LegacyAPIResponse
 from openai._utils._json import openapi_dumps
 from openai.resources.chat import AsyncChat
 from openai.resources.chat.completions import AsyncCompletions
+from openai.types.chat import ChatCompletion
+from pydantic import ValidationError
 
 # Sent through `extra_body`: the payload that grows with the history.
 _MOVED = ("messages", "tools")
@@ -120,9 +122,6 @@ def parsed(raw: Any) -> Any:
     model. A JSON reply that validates strictly is the model the SDK's `construct` makes of
     the same data, without its Python walk of the model's types (~10x faster); anything
     else (a reply strict validation refuses, another type, a stream) is the SDK's own."""
-    from openai.types.chat import ChatCompletion
-    from pydantic import ValidationError
-
     response = raw.http_response
     content_type = response.headers.get("content-type", "*").split(";")[0]
     if raw._cast_to is ChatCompletion and not raw._stream and content_type.endswith("json"):
