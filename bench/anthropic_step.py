@@ -99,7 +99,7 @@ async def loopstate_via_litellm(base: str, steps: int) -> None:
 
 
 def main() -> None:
-    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     variants: dict[str, Variant] = {
         "raw httpx": raw_httpx, "litellm alone": litellm_alone,
         "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,

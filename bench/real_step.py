@@ -6,7 +6,9 @@ An instant OpenAI-compatible server (`bench/wire_server.py`, in its own process,
 not counted) answers a tool call per request until a run of H steps is complete. For each H in
 5, 25, 100, 200, every variant does that same run (one tool call per step, the history growing
 by two messages a step) and is measured in CPU (`time.process_time`, all of this process's
-threads) and wall time per step:
+threads) and wall time per step, over at least 100 calls a sample (a run of 5 steps 20 times).
+Ratios are the medians over REPEATS of each sample's ratio to the raw POST measured just before
+it (this machine's speed drifts between repeats; pairs drift together):
 
 - raw httpx: one `httpx.AsyncClient`, `json.dumps` of the same body, `POST`, `json.loads` (floor);
 - `litellm.acompletion` alone, no engine;
@@ -41,6 +43,7 @@ from loopstate.engine.models.litellm import _import_litellm
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 HISTORIES = (5, 25, 100, 200)
+CALLS = 100  # calls per sample at least: a run of 5 steps is measured over 20 runs
 MODEL = "gpt-4o-mini"  # priced in litellm's local map: every call's cost is computed
 
 
@@ -131,14 +134,16 @@ async def measure(variant: Variant, base: str, steps: int) -> tuple[float, float
     counted to it, not to the next variant), and ms of wall until it returned."""
     gc.collect()
     before = asyncio.all_tasks()
+    runs = max(1, CALLS // steps)  # short runs repeated: a sample of at least CALLS calls
     cpu, wall = time.process_time(), time.perf_counter()
-    await variant(f"{base}/h{steps}/v1", steps)
+    for _ in range(runs):
+        await variant(f"{base}/h{steps}/v1", steps)
     wall = time.perf_counter() - wall
     left = asyncio.all_tasks() - before - {asyncio.current_task()}
     if left:
         await asyncio.wait(left, timeout=1.0)
     await _logged()
-    return (time.process_time() - cpu) / steps * 1e3, wall / steps * 1e3
+    return (time.process_time() - cpu) / (runs * steps) * 1e3, wall / (runs * steps) * 1e3
 
 
 async def _logged() -> None:
@@ -168,26 +173,35 @@ async def medians(
             for steps in HISTORIES:
                 cpu, wall = got[str(steps)]
                 samples.setdefault((name, steps), []).append((cpu, wall))
-    return {
-        key: (statistics.median(c for c, _ in got), statistics.median(w for _, w in got))
-        for key, got in samples.items()
-    }
+    return {key: _summary(got, samples[("raw httpx", key[1])]) for key, got in samples.items()}
+
+
+def _summary(
+    got: list[tuple[float, float]], floor: list[tuple[float, float]]
+) -> tuple[float, float, float, float]:
+    """Median CPU and wall per call, and the medians of their ratios to the raw POST measured
+    just before in the same repeat (paired: this machine's speed drifts between repeats)."""
+    pairs = list(zip(got, floor, strict=True))
+    return (
+        statistics.median(c for c, _ in got),
+        statistics.median(w for _, w in got),
+        statistics.median(c / fc for (c, _), (fc, _) in pairs),
+        statistics.median(w / fw for (_, w), (_, fw) in pairs),
+    )
 
 
 def report(figures: dict[Any, Any], missing: list[str]) -> None:
-    print("per model call, ms of CPU / wall (x the raw POST's CPU / wall in the same run)")
+    print("per model call, ms of CPU / wall (x the raw POST's CPU / wall in the same repeat)")
     print(f"  {'':<24}" + "".join(f"{'history ' + str(h):>30}" for h in HISTORIES))
     for name in dict.fromkeys(name for name, _ in figures):
         cells = []
         for steps in HISTORIES:
-            cpu, wall = figures[(name, steps)]
-            floor_cpu, floor_wall = figures[("raw httpx", steps)]
-            x_cpu, x_wall = cpu / floor_cpu, wall / floor_wall
+            cpu, wall, x_cpu, x_wall = figures[(name, steps)]
             cells.append(f"{cpu:5.2f}/{wall:6.2f} ({x_cpu:4.1f}x/{x_wall:4.1f}x)")
         print(f"  {name:<24}" + "".join(f"{c:>30}" for c in cells))
     for line in missing:
         print(f"  {line}")
-    worst = max(figures[("loopstate", h)][0] / figures[("raw httpx", h)][0] for h in HISTORIES)
+    worst = max(figures[("loopstate", h)][2] for h in HISTORIES)
     verdict = "PASS" if worst <= 2 else "MISS"
     print(f"loopstate + LiteLLMModel, worst CPU ratio to the raw POST: {worst:.2f}x "
           f"(target <= 2x) {verdict}")  # fmt: skip
@@ -212,7 +226,7 @@ def wire_server() -> Iterator[str]:
 
 
 def main() -> None:
-    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     variants: dict[str, Variant] = {
         "raw httpx": raw_httpx, "litellm alone": litellm_alone,
         "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
