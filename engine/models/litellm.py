@@ -109,6 +109,8 @@ class LiteLLMModel:
                 raise
             except Exception as exc:
                 raise model_error(exc, self._name) from exc
+            if isinstance(raw, ModelResponse):
+                return raw  # a plain reply, read by the thin path
             if raw is not None:
                 return read_reply(raw, self.origin)
         raw, captured = await self._through_litellm(litellm, self._arguments(request))

@@ -19,9 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopstate.engine.models.litellm_reply import usage_of
+from loopstate.engine.models.openai_plain import Linear, smallest_tier
+
 # A reply's hidden fields when litellm prices it (timings aside, which pricing never reads).
 _AT_PRICING = frozenset({"custom_llm_provider", "region_name", "headers", "additional_headers"})
 _NO_BUILT_IN_TOOLS = {"web_search_options": None, "file_search": None}
+_COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
+_tiers: tuple[int, int, int] | None = None  # the cost map's id and size, its smallest tier
 
 
 def price(
@@ -72,3 +77,45 @@ def priced_alike(
     if given is None or ours is None:
         return given is None and ours is None
     return bool(float(given) == ours)
+
+
+def linear_price(
+    litellm: Any, raw: Any, name: str, provider: str, optional: dict[str, Any]
+) -> Linear | None:
+    """The per-token rates litellm prices `raw`'s shape at (`openai_plain.Linear`), found with
+    `price` on `raw` (litellm's own reply, already priced) under other usages; None if none
+    hold, or litellm took the reply's price from a proxy's header."""
+    hidden = getattr(raw, "_hidden_params", None)
+    if not isinstance(hidden, dict) or _by_header(hidden):
+        return None
+    usage, counted = raw.usage, usage_of(raw)
+    details = counted.cached_tokens or counted.cache_creation_tokens or counted.reasoning_tokens
+    own = None if details else (counted.prompt_tokens, counted.completion_tokens)
+
+    def at(prompt: int, completion: int) -> float | None:
+        raw.usage = litellm.Usage(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        )
+        return price(litellm, raw, name, provider, optional)
+
+    raw._hidden_params = {k: v for k, v in hidden.items() if k in _AT_PRICING}
+    try:
+        found = Linear.of(raw, own, hidden.get("response_cost"), at, _smallest_tier(litellm))
+    finally:
+        raw.usage, raw._hidden_params = usage, hidden
+    return found and found.looked_up(litellm.model_cost, name)
+
+
+def _by_header(hidden: dict[str, Any]) -> bool:
+    names = [*(hidden.get("headers") or {}), *(hidden.get("additional_headers") or {})]
+    return any(str(name).lower().endswith(_COST_HEADER) for name in names)
+
+
+def _smallest_tier(litellm: Any) -> int:
+    """`smallest_tier` of litellm's cost map, computed again only if the map was replaced or
+    a model added (`litellm.register_model`)."""
+    global _tiers
+    costs = litellm.model_cost
+    if _tiers is None or _tiers[:2] != (id(costs), len(costs)):
+        _tiers = (id(costs), len(costs), smallest_tier(costs))
+    return _tiers[2]

@@ -122,14 +122,18 @@ def parsed(raw: Any) -> Any:
     model. A JSON reply that validates strictly is the model the SDK's `construct` makes of
     the same data, without its Python walk of the model's types (~10x faster); anything
     else (a reply strict validation refuses, another type, a stream) is the SDK's own."""
-    response = raw.http_response
-    content_type = response.headers.get("content-type", "*").split(";")[0]
-    if raw._cast_to is ChatCompletion and not raw._stream and content_type.endswith("json"):
+    if a_json_completion(raw):
         try:
-            return ChatCompletion.model_validate(response.json(), strict=True)
+            return ChatCompletion.model_validate(raw.http_response.json(), strict=True)
         except (ValidationError, ValueError):
             pass
     return raw.parse()
+
+
+def a_json_completion(raw: Any) -> bool:
+    """Whether `raw` (a `LegacyAPIResponse`) is a chat completion the SDK reads as JSON."""
+    content_type = raw.http_response.headers.get("content-type", "*").split(";")[0]
+    return raw._cast_to is ChatCompletion and not raw._stream and content_type.endswith("json")
 
 
 async def sent(

@@ -18,7 +18,9 @@ same litellm functions in the same order:
   sent on the same pool, so the bytes on the wire are the same;
 - the reply: the SDK's `LegacyAPIResponse.parse`, then `model_dump`,
   `transform_parsed_response_dict` and `convert_to_model_response_object`, as litellm's OpenAI
-  handler does;
+  handler does; a plain reply (`openai_plain.py`) is read straight from its JSON into what
+  that chain and `litellm_reply.read_reply` make of it, and priced at the rates litellm's
+  own calculator gave the shape's first reply;
 - errors: raised as the SDK raises them (status, timeout, connection), wrapped in litellm's
   `OpenAIError` and mapped by its `exception_type`, as its handler and `acompletion` do;
 - the cost: as litellm prices such a call (`litellm_price.py`). A shape's template is kept
@@ -31,21 +33,29 @@ does a model built with `direct=False`.
 
 tests/test_openai_thin_path.py compares both paths over real HTTP: path, headers in order and
 body bytes of every request, the replies read and the errors raised;
-tests/test_openai_thin_pricing.py the costs of priced models' replies.
+tests/test_openai_thin_pricing.py the costs of priced models' replies,
+tests/test_openai_plain_reply.py and tests/test_linear_price.py plain replies and their rates.
 """
 
 from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loopstate.engine.messages import Message, Origin
-from loopstate.engine.model import ModelRequest
+from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.history_cache import HistoryCache
-from loopstate.engine.models.litellm_price import priced_alike, set_price
-from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, parsed, send
+from loopstate.engine.models.litellm_price import linear_price, priced_alike, set_price
+from loopstate.engine.models.openai_client import (
+    DirectPayloadClient,
+    Wire,
+    a_json_completion,
+    parsed,
+    send,
+)
+from loopstate.engine.models.openai_plain import Linear, plain_reply
 from loopstate.engine.models.wire import provider_messages
 
 # Settings whose litellm mapping is a fixed function of the setting (captured once).
@@ -91,6 +101,8 @@ class Template:
     fields: tuple[tuple[str, Any], ...]
     timeout: Any
     wire: Wire
+    linear: Linear | None = None
+    """How litellm prices this shape's plain replies (`openai_plain.py`), if it was found."""
 
     @property
     def optional(self) -> dict[str, Any]:
@@ -156,8 +168,11 @@ class ThinCall:
         self._configs: dict[str, Any] = {}
         self._histories = HistoryCache(_Sent((), {}, []))
 
-    async def complete(self, request: ModelRequest, origin: Origin, name: str) -> Any | None:
-        """The call's litellm reply, or None when it must go through litellm."""
+    async def complete(
+        self, request: ModelRequest, origin: Origin, name: str
+    ) -> ModelResponse | Any | None:
+        """The call's reply (read, if plain; else litellm's), or None: it must go through
+        litellm."""
         template = _TEMPLATES.get((*self._key, shape(request)))
         if template is None or not eligible(self._litellm, self._settings):
             return None
@@ -165,20 +180,21 @@ class ThinCall:
         if data is None:
             return None
         try:
-            raw = await self._send(data, template)
+            raw = await self._send(data, template, origin)
         except Exception as exc:
             raise self._mapped(exc, name) from exc
-        set_price(self._litellm, raw, name, "openai", template.optional)
+        if not isinstance(raw, ModelResponse):
+            set_price(self._litellm, raw, name, "openai", template.optional)
         return raw
 
     def remember(self, request: ModelRequest, captured: list[tuple[str, Any]], raw: Any) -> None:
         """Keep what litellm built for `request` as the template of its shape, if its reply
         `raw` is priced here as litellm priced it."""
-        template = template_of(captured)
-        if template is not None and priced_alike(
-            self._litellm, raw, self._key[0], "openai", template.optional
-        ):
-            _TEMPLATES[(*self._key, shape(request))] = template
+        template, litellm, name = template_of(captured), self._litellm, self._key[0]
+        if template is None or not priced_alike(litellm, raw, name, "openai", template.optional):
+            return
+        linear = linear_price(litellm, raw, name, "openai", template.optional)
+        _TEMPLATES[(*self._key, shape(request))] = replace(template, linear=linear)
 
     def _config(self, model: str) -> Any:
         config = self._configs.get(model)
@@ -228,8 +244,9 @@ class ThinCall:
         self._histories.keep(_Sent(request.messages, wire_ids, data["messages"]))
         return data
 
-    async def _send(self, data: dict[str, Any], template: Template) -> Any:
-        """What litellm's `make_openai_chat_completion_request` and its caller do."""
+    async def _send(self, data: dict[str, Any], template: Template, origin: Origin) -> Any:
+        """What litellm's `make_openai_chat_completion_request` and its caller do; a plain
+        reply read directly (`openai_plain.py`)."""
         import openai
         from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import (
             convert_to_model_response_object,
@@ -245,6 +262,9 @@ class ThinCall:
         start = time.time()
         try:
             raw = await send(self._client, template.wire, body)
+            plain = self._plain(raw, template.linear, origin)
+            if plain is not None:
+                return plain
             headers: Any = dict(raw.headers)
             response = parsed(raw)
         except openai.APITimeoutError as exc:
@@ -271,6 +291,22 @@ class ThinCall:
             hidden_params={"headers": headers},
             _response_headers=headers,
         )
+
+    def _plain(self, raw: Any, linear: Linear | None, origin: Origin) -> ModelResponse | None:
+        """`raw` read as litellm would read it, if it is a plain JSON chat completion whose
+        price litellm's cost map still gives at `linear`'s rates."""
+        if (
+            linear is None
+            or not a_json_completion(raw)
+            or not linear.holds(self._litellm.model_cost)
+        ):
+            return None
+        response = raw.http_response
+        try:
+            body = response.json()
+        except ValueError:
+            return None
+        return plain_reply(body, response.headers, linear, origin)
 
     def _mapped(self, exc: Exception, name: str) -> Exception:
         """What `litellm.acompletion` raises for `exc`: its handler's `OpenAIError`, mapped."""
