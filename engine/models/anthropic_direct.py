@@ -22,7 +22,9 @@ call them:
   redacted thinking, tool uses, usage with cache tokens, as litellm reads them);
 - errors: wrapped in `AnthropicError` as litellm's handler wraps them, then mapped by
   `exception_type` as `acompletion` maps them (429 with retry-after, 529, 4xx, timeouts);
-- the cost: as litellm prices the call (`litellm_price.py`), checked on the first call.
+- the cost: as litellm prices the call (`litellm_price.py`), checked on the first call; a
+  reply of text and tool uses with nothing cached, at the standard tier, is priced at the
+  per-token rates litellm's calculator gave the first (`openai_plain.Linear`).
 
 It is used only where what litellm does besides is provably nothing for the request
 (`_admits`): `openai_direct.eligible`'s settings and globals (no callbacks, cache, custom
@@ -37,21 +39,27 @@ the requests byte for byte, the replies, costs and errors.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest
 from loopstate.engine.models.anthropic_client import Posted, RecordingHandler
 from loopstate.engine.models.anthropic_history import Histories
-from loopstate.engine.models.litellm_price import priced_alike, set_price
+from loopstate.engine.models.litellm_price import linear_price, priced_alike, set_price
 from loopstate.engine.models.openai_direct import eligible
+from loopstate.engine.models.openai_plain import Linear, counts_nothing
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _MESSAGE_KEYS = frozenset(
     {"role", "content", "tool_calls", "tool_call_id", "thinking_blocks", "reasoning_content"}
 )
 _FROM_HISTORY = frozenset({"messages", "system"})
+_USAGE = frozenset(
+    {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+     "cache_creation", "service_tier"}
+)  # fmt: skip
+_COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 # Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
 _TEMPLATES: dict[tuple[str, str, tuple[bool, str, bool]], Template] = {}
 
@@ -64,6 +72,8 @@ class Template:
     headers: dict[str, str]
     body: tuple[tuple[str, Any], ...]
     timeout: Any
+    linear: Linear | None = None
+    """How litellm prices this shape's plain replies (`openai_plain.Linear`), if found."""
 
     @property
     def model(self) -> str:
@@ -133,8 +143,10 @@ class ThinAnthropic:
             return
         sent: Posted = posted[0]
         template = Template(sent.url, sent.headers, tuple(sent.body.items()), sent.timeout)
-        if priced_alike(self._litellm, raw, self._key[0], "anthropic", template.optional):
-            _TEMPLATES[(*self._key, _shape(request))] = template
+        litellm, name, optional = self._litellm, self._key[0], template.optional
+        if priced_alike(litellm, raw, name, "anthropic", optional):
+            linear = linear_price(litellm, raw, name, "anthropic", optional)
+            _TEMPLATES[(*self._key, _shape(request))] = replace(template, linear=linear)
 
     async def complete(self, request: ModelRequest, origin: Origin, name: str) -> Any | None:
         """The call's litellm reply, or None when it must go through litellm."""
@@ -145,8 +157,9 @@ class ThinAnthropic:
         if made is None:
             return None
         body, messages = made
-        raw = await self._send(template, body, messages, name)
-        set_price(self._litellm, raw, name, "anthropic", template.optional)
+        raw, counts = await self._send(template, body, messages, name)
+        linear = None if template.linear is None or counts is None else (template.linear, counts)
+        set_price(self._litellm, raw, name, "anthropic", template.optional, linear)
         return raw
 
     def _anthropic(self) -> Any:
@@ -183,8 +196,9 @@ class ThinAnthropic:
 
     async def _send(
         self, template: Template, body: dict[str, Any], messages: list[Any], name: str
-    ) -> Any:
-        """What litellm's Anthropic handler and `acompletion` do with the body."""
+    ) -> tuple[Any, tuple[int, int] | None]:
+        """What litellm's Anthropic handler and `acompletion` do with the body, and the
+        tokens of a reply litellm prices by them alone (`_counts`)."""
         litellm = self._litellm
         try:
             response = await self._handler.post(
@@ -195,7 +209,7 @@ class ThinAnthropic:
         reply = litellm.ModelResponse()
         reply._hidden_params.update(custom_llm_provider="anthropic", region_name=None)
         try:
-            return self._anthropic().transform_response(
+            read = self._anthropic().transform_response(
                 model=template.model, raw_response=response, model_response=reply,
                 logging_obj=_NoLogging(), api_key=self._settings["api_key"], request_data=body,
                 messages=messages, optional_params={}, litellm_params={}, encoding=None,
@@ -203,6 +217,32 @@ class ThinAnthropic:
             )  # fmt: skip
         except Exception as exc:
             raise _mapped(litellm, exc, name) from exc
+        return read, _counts(response)
+
+
+def _counts(response: Any) -> tuple[int, int] | None:
+    """The input and output tokens of a reply litellm prices by them alone: text and tool
+    uses, nothing cached or written to the cache, the standard tier, no proxy's price."""
+    if _COST_HEADER in response.headers:
+        return None
+    try:
+        reply = response.json()
+    except ValueError:
+        return None
+    if not isinstance(reply, dict):
+        return None
+    content, usage = reply.get("content"), reply.get("usage")
+    if not isinstance(content, list) or not isinstance(usage, dict) or not usage.keys() <= _USAGE:
+        return None
+    if not all(isinstance(b, dict) and b.get("type") in ("text", "tool_use") for b in content):
+        return None
+    prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+    if type(prompt) is not int or type(completion) is not int or min(prompt, completion) < 0:
+        return None
+    cached = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
+    if any(cached) or not counts_nothing(usage.get("cache_creation")):
+        return None
+    return (prompt, completion) if usage.get("service_tier") in (None, "standard") else None
 
 
 def _handler_error(exc: Exception) -> Exception:

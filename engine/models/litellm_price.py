@@ -53,12 +53,20 @@ def price(
     return float(cost) if isinstance(cost, int | float) else None
 
 
-def set_price(litellm: Any, raw: Any, name: str, provider: str, optional: dict[str, Any]) -> None:
-    """Price a reply read by a thin path and keep the cost where litellm keeps it."""
+def set_price(
+    litellm: Any, raw: Any, name: str, provider: str, optional: dict[str, Any],
+    linear: tuple[Linear, tuple[int, int]] | None = None,
+) -> None:  # fmt: skip
+    """Price a reply read by a thin path and keep the cost where litellm keeps it: at the
+    shape's `linear` rates for these counts (a plain reply's) where they hold, else by
+    litellm."""
     hidden = raw._hidden_params
     hidden.setdefault("custom_llm_provider", provider)
     hidden.setdefault("region_name", None)
-    hidden["response_cost"] = price(litellm, raw, name, provider, optional)
+    if linear is not None and linear[0].applies(raw, linear[1], litellm.model_cost):
+        hidden["response_cost"] = linear[0].cost(*linear[1])
+    else:
+        hidden["response_cost"] = price(litellm, raw, name, provider, optional)
 
 
 def priced_alike(

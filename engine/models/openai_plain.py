@@ -70,6 +70,15 @@ class Linear:
         names = tuple(dict.fromkeys((name, bare, self.model, f"openai/{self.model}")))
         return replace(self, names=names, prices=self._prices(model_cost, names))
 
+    def applies(self, reply: Any, counts: tuple[int, int], model_cost: dict[str, Any]) -> bool:
+        """Whether these rates price `reply` (litellm's, plain, of `counts` tokens)."""
+        return (
+            getattr(reply, "model", None) == self.model
+            and getattr(reply, "service_tier", None) == self.tier
+            and sum(counts) <= self.bound
+            and self.holds(model_cost)
+        )
+
     def holds(self, model_cost: dict[str, Any]) -> bool:
         return all(model_cost.get(n) == p for n, p in zip(self.names, self.prices, strict=True))
 
@@ -202,13 +211,13 @@ def _counts(usage: Any) -> tuple[int, int] | None:
     if type(total) is not int:
         return None
     if not all(
-        _nothing(usage.get(n)) for n in ("prompt_tokens_details", "completion_tokens_details")
+        counts_nothing(usage.get(n)) for n in ("prompt_tokens_details", "completion_tokens_details")
     ):
         return None
     return prompt, completion
 
 
-def _nothing(details: Any) -> bool:
+def counts_nothing(details: Any) -> bool:
     """A usage detail that counts nothing: absent, or every count 0 or null."""
     if details is None:
         return True
