@@ -19,7 +19,9 @@ call them:
   tool_choice, max_tokens, thinking, temperature, ...);
 - the post: with the same handler, URL, headers and timeout (the same bytes on the wire);
 - the reply: `AnthropicConfig.transform_response` (thinking blocks and their signatures,
-  redacted thinking, tool uses, usage with cache tokens, as litellm reads them);
+  redacted thinking, tool uses, usage with cache tokens, as litellm reads them); a plain
+  reply (text and tool uses, nothing cached, `anthropic_plain.py`) read straight from its
+  JSON into what that and `litellm_reply.read_reply` make of it;
 - errors: wrapped in `AnthropicError` as litellm's handler wraps them, then mapped by
   `exception_type` as `acompletion` maps them (429 with retry-after, 529, 4xx, timeouts);
 - the cost: as litellm prices the call (`litellm_price.py`), checked on the first call; a
@@ -43,23 +45,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from loopstate.engine.messages import Origin
-from loopstate.engine.model import ModelRequest
+from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.anthropic_client import Posted, RecordingHandler
 from loopstate.engine.models.anthropic_history import Histories
+from loopstate.engine.models.anthropic_plain import counts, json_body, plain_reply
 from loopstate.engine.models.litellm_price import linear_price, priced_alike, set_price
 from loopstate.engine.models.openai_direct import eligible
-from loopstate.engine.models.openai_plain import Linear, counts_nothing
+from loopstate.engine.models.openai_plain import Linear
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _MESSAGE_KEYS = frozenset(
     {"role", "content", "tool_calls", "tool_call_id", "thinking_blocks", "reasoning_content"}
 )
 _FROM_HISTORY = frozenset({"messages", "system"})
-_USAGE = frozenset(
-    {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
-     "cache_creation", "service_tier"}
-)  # fmt: skip
-_COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 # Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
 _TEMPLATES: dict[tuple[str, str, tuple[bool, str, bool]], Template] = {}
 
@@ -148,8 +146,11 @@ class ThinAnthropic:
             linear = linear_price(litellm, raw, name, "anthropic", optional)
             _TEMPLATES[(*self._key, _shape(request))] = replace(template, linear=linear)
 
-    async def complete(self, request: ModelRequest, origin: Origin, name: str) -> Any | None:
-        """The call's litellm reply, or None when it must go through litellm."""
+    async def complete(
+        self, request: ModelRequest, origin: Origin, name: str
+    ) -> ModelResponse | Any | None:
+        """The call's reply (read, if plain; else litellm's), or None: it must go through
+        litellm."""
         template = _TEMPLATES.get((*self._key, _shape(request)))
         if template is None or not self._admits(request):
             return None
@@ -157,8 +158,10 @@ class ThinAnthropic:
         if made is None:
             return None
         body, messages = made
-        raw, counts = await self._send(template, body, messages, name)
-        linear = None if template.linear is None or counts is None else (template.linear, counts)
+        raw, tokens = await self._send(template, body, messages, name, origin)
+        if isinstance(raw, ModelResponse):
+            return raw  # a plain reply, read and priced here
+        linear = None if template.linear is None or tokens is None else (template.linear, tokens)
         set_price(self._litellm, raw, name, "anthropic", template.optional, linear)
         return raw
 
@@ -195,10 +198,12 @@ class ThinAnthropic:
         return {k: new[k] if k in _FROM_HISTORY else v for k, v in template.body}, messages
 
     async def _send(
-        self, template: Template, body: dict[str, Any], messages: list[Any], name: str
-    ) -> tuple[Any, tuple[int, int] | None]:
-        """What litellm's Anthropic handler and `acompletion` do with the body, and the
-        tokens of a reply litellm prices by them alone (`_counts`)."""
+        self, template: Template, body: dict[str, Any], messages: list[Any], name: str,
+        origin: Origin,
+    ) -> tuple[Any, tuple[int, int] | None]:  # fmt: skip
+        """What litellm's Anthropic handler and `acompletion` do with the body (a plain reply
+        read directly, `anthropic_plain.py`), and the tokens of a reply litellm prices by
+        them alone."""
         litellm = self._litellm
         try:
             response = await self._handler.post(
@@ -206,6 +211,13 @@ class ThinAnthropic:
             )
         except Exception as exc:
             raise _mapped(litellm, _handler_error(exc), name) from exc
+        reply_body = json_body(response)
+        if template.linear is not None:
+            plain = plain_reply(
+                reply_body, response.headers, template.linear, origin, litellm.model_cost
+            )
+            if plain is not None:
+                return plain, None
         reply = litellm.ModelResponse()
         reply._hidden_params.update(custom_llm_provider="anthropic", region_name=None)
         try:
@@ -217,32 +229,7 @@ class ThinAnthropic:
             )  # fmt: skip
         except Exception as exc:
             raise _mapped(litellm, exc, name) from exc
-        return read, _counts(response)
-
-
-def _counts(response: Any) -> tuple[int, int] | None:
-    """The input and output tokens of a reply litellm prices by them alone: text and tool
-    uses, nothing cached or written to the cache, the standard tier, no proxy's price."""
-    if _COST_HEADER in response.headers:
-        return None
-    try:
-        reply = response.json()
-    except ValueError:
-        return None
-    if not isinstance(reply, dict):
-        return None
-    content, usage = reply.get("content"), reply.get("usage")
-    if not isinstance(content, list) or not isinstance(usage, dict) or not usage.keys() <= _USAGE:
-        return None
-    if not all(isinstance(b, dict) and b.get("type") in ("text", "tool_use") for b in content):
-        return None
-    prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
-    if type(prompt) is not int or type(completion) is not int or min(prompt, completion) < 0:
-        return None
-    cached = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
-    if any(cached) or not counts_nothing(usage.get("cache_creation")):
-        return None
-    return (prompt, completion) if usage.get("service_tier") in (None, "standard") else None
+        return read, counts(reply_body, response.headers)
 
 
 def _handler_error(exc: Exception) -> Exception:

@@ -1,0 +1,115 @@
+"""Plain Anthropic replies read straight from their JSON (`anthropic_plain.py`): over real
+HTTP to a model server on 127.0.0.1, each reply below is read and priced exactly as litellm's
+own path reads and prices it, and the plain ones skip litellm's reading (the rest take it:
+thinking, cache use, citations, server tools, other stop reasons, other keys, ...)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import provider_replies as pr
+import pytest
+from model_server import raw_reply
+from test_anthropic_thin_path import _compare
+
+from loopstate.engine.model import ModelResponse
+from loopstate.engine.models import anthropic_direct, anthropic_plain
+
+USAGE = {
+    "input_tokens": 612, "output_tokens": 48, "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 0, "service_tier": "standard",
+    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+}  # fmt: skip
+TEXT = {"type": "text", "text": "Reading ünïcode ✓."}
+TOOL_USE = {"type": "tool_use", "id": "toolu_01D", "name": "read_file",
+            "input": {"path": "src/ü.py", "lines": [1, 2.5], "deep": {"a": None}}}  # fmt: skip
+EMPTY_INPUT = {"type": "tool_use", "id": "toolu_02E", "name": "read_file", "input": {}}
+THINKING = pr.anthropic_thinking_tool_use()["content"][0]
+
+
+def _reply(*content: dict[str, Any], stop: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A reply of `content` (else a text) ending with `stop`, with a real usage block."""
+    body = pr.anthropic_text("Done.")
+    body["usage"] = copy.deepcopy(USAGE)
+    if content:
+        body["content"] = list(content)
+    calls = any(block["type"] == "tool_use" for block in body["content"])
+    return {**body, "stop_reason": stop or ("tool_use" if calls else "end_turn"), **fields}
+
+
+PLAIN = {
+    "text": pr.anthropic_text("Done."),
+    "text, a real usage block": _reply(),
+    "text and a tool use": _reply(TEXT, TOOL_USE),
+    "texts and tool uses": _reply(TEXT, TEXT, TOOL_USE, EMPTY_INPUT),
+    "a tool use said to end the turn": _reply(TOOL_USE, stop="end_turn"),
+    "cut at max tokens, no content": _reply(stop="max_tokens", content=[]),
+    "an empty text": _reply({"type": "text", "text": ""}, stop="end_turn"),
+}
+NOT_PLAIN = {
+    "thinking": _reply(THINKING, TOOL_USE),
+    "a cache read": _reply(TEXT, usage={**USAGE, "cache_read_input_tokens": 2048}),
+    "citations": _reply(
+        {
+            **TEXT,
+            "citations": [
+                {
+                    "type": "char_location",
+                    "cited_text": "R",
+                    "document_index": 0,
+                    "start_char_index": 0,
+                    "end_char_index": 1,
+                }
+            ],
+        },
+        stop="end_turn",
+    ),
+    "a stop sequence": _reply(TEXT, stop="stop_sequence", stop_sequence="###"),
+    "a refusal": _reply(TEXT, stop="refusal"),
+    "a paused turn": _reply(TEXT, stop="pause_turn"),
+    "an empty tool use id": _reply({**TOOL_USE, "id": ""}),
+    "a server tool": _reply(
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_01",
+            "name": "web_search",
+            "input": {"query": "a"},
+        },
+        stop="end_turn",
+    ),
+    "another key": _reply(TEXT, container=None),
+    "another model": _reply(TEXT, model="claude-sonnet-4-5-20991231"),
+    "the priority tier": _reply(TEXT, usage={**USAGE, "service_tier": "priority"}),
+}
+
+
+@pytest.fixture
+def plain_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each reply the thin path received was read as plain."""
+    reads: list[bool] = []
+
+    def spied(*arguments: Any) -> ModelResponse | None:
+        read = anthropic_plain.plain_reply(*arguments)
+        reads.append(read is not None)
+        return read
+
+    monkeypatch.setattr(anthropic_direct, "plain_reply", spied)
+    return reads
+
+
+@pytest.mark.parametrize("case", PLAIN)
+async def test_a_plain_reply_is_read_and_priced_as_litellm_reads_it(
+    case: str, plain_reads: list[bool]
+) -> None:
+    thin = await _compare([raw_reply(PLAIN[case])])  # both paths alike, wire and replies
+    assert plain_reads == [True]
+    reply = thin[-1]
+    assert isinstance(reply, ModelResponse)
+    assert reply.usage.cost_usd
+
+
+@pytest.mark.parametrize("case", NOT_PLAIN)
+async def test_any_other_reply_takes_litellms_reading(case: str, plain_reads: list[bool]) -> None:
+    await _compare([raw_reply(NOT_PLAIN[case])])
+    assert plain_reads == [False]
