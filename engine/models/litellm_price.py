@@ -111,7 +111,7 @@ def linear_price(
         found = Linear.of(raw, own, hidden.get("response_cost"), at, _smallest_tier(litellm))
     finally:
         raw.usage, raw._hidden_params = usage, hidden
-    return found and found.looked_up(litellm.model_cost, name)
+    return found and found.looked_up(litellm.model_cost, name, provider)
 
 
 def _by_header(hidden: dict[str, Any]) -> bool:
