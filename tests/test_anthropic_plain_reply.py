@@ -12,9 +12,10 @@ import provider_replies as pr
 import pytest
 from model_server import raw_reply
 from test_anthropic_thin_path import _compare
+from thin_support import reads_of
 
 from loopstate.engine.model import ModelResponse
-from loopstate.engine.models import anthropic_direct, anthropic_plain
+from loopstate.engine.models import anthropic_direct
 
 USAGE = {
     "input_tokens": 612, "output_tokens": 48, "cache_creation_input_tokens": 0,
@@ -87,15 +88,7 @@ NOT_PLAIN = {
 @pytest.fixture
 def plain_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each reply the thin path received was read as plain."""
-    reads: list[bool] = []
-
-    def spied(*arguments: Any) -> ModelResponse | None:
-        read = anthropic_plain.plain_reply(*arguments)
-        reads.append(read is not None)
-        return read
-
-    monkeypatch.setattr(anthropic_direct, "plain_reply", spied)
-    return reads
+    return reads_of(monkeypatch, anthropic_direct, "plain_reply")
 
 
 @pytest.mark.parametrize("case", PLAIN)

@@ -11,11 +11,11 @@ from typing import Any
 import provider_replies as pr
 import pytest
 from model_server import raw_reply, serve
-from thin_support import Counting
+from thin_support import Counting, reads_of
 
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
-from loopstate.engine.models import openai_direct, openai_plain
+from loopstate.engine.models import openai_direct
 from loopstate.engine.models.litellm import LiteLLMModel, _import_litellm
 
 READ_FILE = ToolDefinition(
@@ -136,15 +136,7 @@ async def _read(
 @pytest.fixture
 def plain_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each reply the thin path received was read as plain."""
-    reads: list[bool] = []
-
-    def spied(*arguments: Any) -> ModelResponse | None:
-        read = openai_plain.plain_reply(*arguments)
-        reads.append(read is not None)
-        return read
-
-    monkeypatch.setattr(openai_direct, "plain_reply", spied)
-    return reads
+    return reads_of(monkeypatch, openai_direct, "plain_reply")
 
 
 @pytest.mark.parametrize("case", PLAIN)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from loopstate.engine.errors import ModelError
 from loopstate.engine.model import ModelResponse
 from loopstate.engine.models.litellm import _import_litellm
@@ -50,3 +52,18 @@ def same_outcome(
         assert (a.retry_after is None) == (b.retry_after is None)
     else:
         assert a == b
+
+
+def reads_of(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[bool]:
+    """Whether each call of `owner.name` (a reader of plain replies, None for any other)
+    read its reply, while the test runs."""
+    reads: list[bool] = []
+    reader = getattr(owner, name)
+
+    def spied(*arguments: Any) -> Any:
+        read = reader(*arguments)
+        reads.append(read is not None)
+        return read
+
+    monkeypatch.setattr(owner, name, spied)
+    return reads

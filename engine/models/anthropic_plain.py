@@ -20,8 +20,8 @@ import json
 from typing import Any
 
 from loopstate.engine.messages import AssistantMessage, FunctionCall, Origin, ToolCall
-from loopstate.engine.model import ModelResponse, Usage
-from loopstate.engine.models.openai_plain import Linear, counts_nothing
+from loopstate.engine.model import ModelResponse
+from loopstate.engine.models.openai_plain import COST_HEADER, Linear, counts_nothing, priced
 
 _TOP = frozenset(
     {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
@@ -33,7 +33,6 @@ _USAGE = frozenset(
     {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
      "cache_creation", "service_tier"}
 )  # fmt: skip
-_COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 
 
 def json_body(response: Any) -> Any:
@@ -47,7 +46,7 @@ def json_body(response: Any) -> Any:
 def counts(body: Any, headers: Any) -> tuple[int, int] | None:
     """The input and output tokens of a reply litellm prices by them alone: text and tool
     uses, nothing cached or written to the cache, the standard tier, no proxy's price."""
-    if not isinstance(body, dict) or _COST_HEADER in headers:
+    if not isinstance(body, dict) or COST_HEADER in headers:
         return None
     content, usage = body.get("content"), body.get("usage")
     if not isinstance(content, list) or not isinstance(usage, dict) or not usage.keys() <= _USAGE:
@@ -78,21 +77,7 @@ def plain_reply(
     message = _message(body["content"], origin)
     if message is None or not linear.holds(model_cost):
         return None
-    cost = linear.cost(*tokens)
-    return ModelResponse(
-        message=message,
-        usage=Usage(
-            prompt_tokens=tokens[0],
-            completion_tokens=tokens[1],
-            cached_tokens=0,
-            cache_creation_tokens=0,
-            reasoning_tokens=0,
-            cost_usd=cost,
-            unpriced=1 if cost is None else 0,
-        ),
-        model=model,
-        finish_reason=finish,
-    )
+    return priced(message, tokens, linear, model, finish)
 
 
 def _message(content: list[dict[str, Any]], origin: Origin) -> AssistantMessage | None:

@@ -20,12 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from loopstate.engine.models.litellm_reply import usage_of
-from loopstate.engine.models.openai_plain import Linear, smallest_tier
+from loopstate.engine.models.openai_plain import COST_HEADER, Linear, smallest_tier
 
 # A reply's hidden fields when litellm prices it (timings aside, which pricing never reads).
 _AT_PRICING = frozenset({"custom_llm_provider", "region_name", "headers", "additional_headers"})
 _NO_BUILT_IN_TOOLS = {"web_search_options": None, "file_search": None}
-_COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 _tiers: tuple[int, int, int] | None = None  # the cost map's id and size, its smallest tier
 
 
@@ -116,7 +115,7 @@ def linear_price(
 
 def _by_header(hidden: dict[str, Any]) -> bool:
     names = [*(hidden.get("headers") or {}), *(hidden.get("additional_headers") or {})]
-    return any(str(name).lower().endswith(_COST_HEADER) for name in names)
+    return any(str(name).lower().endswith(COST_HEADER) for name in names)
 
 
 def _smallest_tier(litellm: Any) -> int:

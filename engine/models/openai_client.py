@@ -117,23 +117,31 @@ async def send(client: DirectPayloadClient, wire: Wire, body: dict[str, Any]) ->
     )  # fmt: skip
 
 
-def parsed(raw: Any) -> Any:
+def parsed(raw: Any, body: Any = None) -> Any:
     """`raw.parse()` of a chat completion (a `LegacyAPIResponse`): the reply as the SDK's
-    model. A JSON reply that validates strictly is the model the SDK's `construct` makes of
-    the same data, without its Python walk of the model's types (~10x faster); anything
-    else (a reply strict validation refuses, another type, a stream) is the SDK's own."""
-    if a_json_completion(raw):
+    model. A JSON reply (`body`: its `completion_json`, if read already) that validates
+    strictly is the model the SDK's `construct` makes of the same data, without its Python
+    walk of the model's types (~10x faster); anything else (a reply strict validation
+    refuses, another type, a stream) is the SDK's own."""
+    body = completion_json(raw) if body is None else body
+    if body is not None:
         try:
-            return ChatCompletion.model_validate(raw.http_response.json(), strict=True)
-        except (ValidationError, ValueError):
+            return ChatCompletion.model_validate(body, strict=True)
+        except ValidationError:
             pass
     return raw.parse()
 
 
-def a_json_completion(raw: Any) -> bool:
-    """Whether `raw` (a `LegacyAPIResponse`) is a chat completion the SDK reads as JSON."""
+def completion_json(raw: Any) -> Any:
+    """The JSON of `raw` (a `LegacyAPIResponse`) if it is a chat completion the SDK reads as
+    JSON, else None."""
     content_type = raw.http_response.headers.get("content-type", "*").split(";")[0]
-    return raw._cast_to is ChatCompletion and not raw._stream and content_type.endswith("json")
+    if raw._cast_to is not ChatCompletion or raw._stream or not content_type.endswith("json"):
+        return None
+    try:
+        return raw.http_response.json()
+    except ValueError:
+        return None
 
 
 async def sent(

@@ -51,7 +51,7 @@ from loopstate.engine.models.litellm_price import linear_price, priced_alike, se
 from loopstate.engine.models.openai_client import (
     DirectPayloadClient,
     Wire,
-    a_json_completion,
+    completion_json,
     parsed,
     send,
 )
@@ -262,11 +262,12 @@ class ThinCall:
         start = time.time()
         try:
             raw = await send(self._client, template.wire, body)
-            plain = self._plain(raw, template.linear, origin)
+            body = completion_json(raw)
+            plain = self._read_plain(body, raw, template.linear, origin)
             if plain is not None:
                 return plain
             headers: Any = dict(raw.headers)
-            response = parsed(raw)
+            response = parsed(raw, body)
         except openai.APITimeoutError as exc:
             exc.message += (
                 f" - timeout value={timeout}, time taken={round(time.time() - start, 2)} seconds"
@@ -292,21 +293,14 @@ class ThinCall:
             _response_headers=headers,
         )
 
-    def _plain(self, raw: Any, linear: Linear | None, origin: Origin) -> ModelResponse | None:
-        """`raw` read as litellm would read it, if it is a plain JSON chat completion whose
-        price litellm's cost map still gives at `linear`'s rates."""
-        if (
-            linear is None
-            or not a_json_completion(raw)
-            or not linear.holds(self._litellm.model_cost)
-        ):
+    def _read_plain(
+        self, body: Any, raw: Any, linear: Linear | None, origin: Origin
+    ) -> ModelResponse | None:
+        """`body` (the JSON of `raw`) read as litellm would read it, if it is a plain chat
+        completion whose price litellm's cost map still gives at `linear`'s rates."""
+        if linear is None or body is None or not linear.holds(self._litellm.model_cost):
             return None
-        response = raw.http_response
-        try:
-            body = response.json()
-        except ValueError:
-            return None
-        return plain_reply(body, response.headers, linear, origin)
+        return plain_reply(body, raw.http_response.headers, linear, origin)
 
     def _mapped(self, exc: Exception, name: str) -> Exception:
         """What `litellm.acompletion` raises for `exc`: its handler's `OpenAIError`, mapped."""

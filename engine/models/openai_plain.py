@@ -43,7 +43,7 @@ _USAGE = frozenset(
 _CALL = frozenset({"id", "type", "function"})
 _FUNCTION = frozenset({"name", "arguments"})
 _PARALLEL = "multi_tool_use.parallel"  # litellm unpacks such a call into several
-_COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
+COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 _TIER = re.compile(r"above_(\d+)k_tokens")
 _PROBE = (1234, 567)
 
@@ -118,7 +118,7 @@ class Linear:
 
 def plain_reply(body: Any, headers: Any, linear: Linear, origin: Origin) -> ModelResponse | None:
     """`body` (a reply's JSON) read and priced as litellm's chain would, or None: not plain."""
-    if not isinstance(body, dict) or not body.keys() <= _TOP or _COST_HEADER in headers:
+    if not isinstance(body, dict) or not body.keys() <= _TOP or COST_HEADER in headers:
         return None
     choices, model = body.get("choices"), body.get("model")
     if not (isinstance(choices, list) and len(choices) == 1 and model == linear.model):
@@ -133,21 +133,21 @@ def plain_reply(body: Any, headers: Any, linear: Linear, origin: Origin) -> Mode
     finish = choice.get("finish_reason")
     if counts is None or message is None or finish not in _FINISH or sum(counts) > linear.bound:
         return None
+    finish = "tool_calls" if finish == "stop" and message.tool_calls else finish
+    return priced(message, counts, linear, model or origin.model, finish)
+
+
+def priced(
+    message: AssistantMessage, counts: tuple[int, int], linear: Linear, model: str, finish: str
+) -> ModelResponse:
+    """A plain reply's `ModelResponse`, as `read_reply` makes it, priced at `linear`'s rates."""
     cost = linear.cost(*counts)
-    return ModelResponse(
-        message=message,
-        usage=Usage(
-            prompt_tokens=counts[0],
-            completion_tokens=counts[1],
-            cached_tokens=0,
-            cache_creation_tokens=0,
-            reasoning_tokens=0,
-            cost_usd=cost,
-            unpriced=1 if cost is None else 0,
-        ),
-        model=model or origin.model,
-        finish_reason="tool_calls" if finish == "stop" and message.tool_calls else finish,
-    )
+    usage = Usage(
+        prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=0,
+        cache_creation_tokens=0, reasoning_tokens=0, cost_usd=cost,
+        unpriced=1 if cost is None else 0,
+    )  # fmt: skip
+    return ModelResponse(message=message, usage=usage, model=model, finish_reason=finish)
 
 
 def _envelope(body: dict[str, Any]) -> bool:
