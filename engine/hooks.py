@@ -1,14 +1,15 @@
 """Lifecycle hooks: typed observers with optional async methods, composable and mergeable.
 
 What a hook may do: observe everything; replace a tool's result text (`after_tool`: truncate,
-redact, annotate); add metadata to the run (`RunContext.metadata`). What it may not do: decide
+redact, annotate); keep metadata with the run (`run_metadata`: e.g. a trace context, so that
+a resume in another process continues the same trace). What it may not do: decide
 an approval, skip a call, or change arguments — hooks receive frozen data, and only the
 approval path can decide. A hook that raises fails the run (errors are never swallowed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopstate.engine.approval import ApprovalRequest
@@ -26,6 +27,12 @@ class Hooks:
 
     async def on_run_end(self, run: RunState) -> None:
         """A run finishes, suspends, or stops on an error."""
+
+    async def run_metadata(self, run: RunState) -> Mapping[str, Any] | None:
+        """Asked right after `on_run_start`: entries to keep in the run's `metadata` (saved
+        with it, seen by `on_run_start` of any later resume, in any process). Use a key of
+        your own; None (or entries already there) changes nothing."""
+        return None
 
     async def before_model(self, request: ModelRequest) -> None:
         """Before each model call."""
@@ -60,7 +67,9 @@ class Hooks:
         """A piece of a tool call as it streams (its arguments arrive in fragments)."""
 
 
-_METHODS = tuple(name for name in vars(Hooks) if name.startswith(("on_", "before_", "after_")))
+_METHODS = tuple(
+    name for name in vars(Hooks) if name.startswith(("on_", "before_", "after_", "run_"))
+)
 
 
 def _overrides(hooks: Hooks, name: str) -> bool:
@@ -95,6 +104,12 @@ class HookChain(Hooks):
 
     async def on_run_end(self, run: RunState) -> None:
         await self._each("on_run_end", run)
+
+    async def run_metadata(self, run: RunState) -> Mapping[str, Any] | None:
+        kept: dict[str, Any] = {}
+        for h in self._by_method["run_metadata"]:
+            kept.update(await h.run_metadata(run) or {})
+        return kept or None
 
     async def before_model(self, request: ModelRequest) -> None:
         await self._each("before_model", request)
@@ -132,6 +147,18 @@ class HookChain(Hooks):
     async def on_tool_call_delta(self, delta: ToolCallDelta) -> None:
         for h in self._by_method["on_tool_call_delta"]:
             await h.on_tool_call_delta(delta)
+
+
+async def announce_start(hooks: HookChain | None, run: RunState) -> RunState:
+    """Tell `hooks` that `run` starts or resumes; returns the run with the metadata they keep
+    with it (the caller's next save stores it)."""
+    if hooks is None:
+        return run
+    await hooks.on_run_start(run)
+    kept = await hooks.run_metadata(run)
+    if not kept or all(run.metadata.get(k) == v for k, v in kept.items()):
+        return run
+    return run.evolve(metadata={**run.metadata, **kept})
 
 
 def compose(*hooks: Hooks) -> HookChain:

@@ -14,7 +14,7 @@ from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.executor import DenialFormatter
-from loopstate.engine.hooks import Hooks
+from loopstate.engine.hooks import Hooks, announce_start
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
@@ -192,7 +192,7 @@ class Agent:
         loop = LoopSteps(core, self._loop)
         async with core.holding():
             await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
-            await self._run_start(state)
+            core.state = await announce_start(options.hooks, core.state)
             await core.drive(loop)
         return await self._result(core)
 
@@ -282,7 +282,7 @@ class Agent:
                 if state.state == AgentLoop.model_failed.id:
                     await loop.retry(actor=actor)
             await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
-            await self._run_start(core.state)
+            core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(loop, drain=drain)
         return await self._result(core)
 
@@ -327,10 +327,6 @@ class Agent:
             store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=hooks, log=o.log
         )
         return RunCore(state, ports)
-
-    async def _run_start(self, state: RunState) -> None:
-        if self.options.hooks is not None:
-            await self.options.hooks.on_run_start(state)
 
     def _opening(self, prompt: str | Sequence[Message]) -> tuple[Message, ...]:
         system: tuple[Message, ...] = (

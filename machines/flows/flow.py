@@ -14,7 +14,7 @@ from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
-from loopstate.engine.hooks import Hooks
+from loopstate.engine.hooks import Hooks, announce_start
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
@@ -130,7 +130,7 @@ class Flow:
         steps = FlowSteps(core, self._config)
         async with core.holding():
             await core.emit(RunStarted(**core.at(), machine=self.name, model=self._model_names()))
-            await self._run_start(state)
+            core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(steps)
         return await self._result(core)
 
@@ -178,7 +178,7 @@ class Flow:
                     await steps.loop.retry(actor=actor)
             phase = f"{state.phase}:{state.state}"
             await core.emit(RunResumed(**core.at(), state=phase, recovered=recovered))
-            await self._run_start(state)
+            core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(steps, drain=drain)
         return await self._result(core)
 
@@ -214,10 +214,6 @@ class Flow:
             store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
         )
         return RunCore(state, ports)
-
-    async def _run_start(self, state: RunState) -> None:
-        if self.options.hooks is not None:
-            await self.options.hooks.on_run_start(state)
 
     def _model_names(self) -> str:
         names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)

@@ -1,0 +1,268 @@
+"""OpenTelemetry traces of runs (`loopstate.telemetry.OTelHooks`), read back from the SDK's
+in-memory exporter: span names, kinds, nesting and attributes after the GenAI conventions, the
+machine's transitions, approvals timed from request to decision, sub-agents under the call
+that delegated, and one trace across a suspension. The model answers over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from model_server import serve, text_reply, tool_call_reply
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from loopstate import Agent, Approve, Deny, LiteLLMModel, MemoryStore, SQLiteStore, tool
+from loopstate.telemetry import OTelHooks, add_trace_context
+
+SECRET = "the-prompt-no-backend-may-see"
+ARGUMENT = "argument-no-backend-may-see"
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    yield exporter
+    exporter.shutdown()
+
+
+def provider_for(exporter: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def team_tools() -> list:
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    @tool(needs_approval=True)
+    def write(path: str) -> str:
+        """Write a file."""
+        return f"wrote {path}"
+
+    @tool(needs_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        return f"deleted {path}"
+
+    return [lookup, write, delete]
+
+
+async def decide(requests):
+    return {r.call_id: Approve() if r.tool == "write" else Deny("not today") for r in requests}
+
+
+def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name]
+
+
+def one(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
+    found = by_name(spans, name)
+    assert len(found) == 1, [s.name for s in spans]
+    return found[0]
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def span_id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.span_id
+
+
+async def run_team(exporter: InMemorySpanExporter, **hooks_options):
+    hooks = OTelHooks(tracer_provider=provider_for(exporter), **hooks_options)
+    store = MemoryStore()
+    replies = (
+        tool_call_reply(
+            ("c1", "lookup", {"key": ARGUMENT}),
+            ("c2", "write", {"path": "notes.md"}),
+            ("c3", "delete", {"path": "notes.md"}),
+            ("c4", "writer", {"task": "a paragraph"}),
+        ),
+        text_reply("A paragraph."),  # the sub-agent's one model call
+        text_reply("Done."),
+    )
+    with serve(*replies) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        writer = Agent(model, [], store=store, hooks=[hooks])
+        delegate = writer.as_tool(name="writer", description="Writes paragraphs.")
+        agent = Agent(model, [*team_tools(), delegate], store=store, approver=decide, hooks=[hooks])
+        result = await agent.run(SECRET)
+    assert result.status == "done", result.error
+    return result, exporter.get_finished_spans(), store
+
+
+async def test_a_run_is_one_trace_of_agent_model_and_tool_spans(exporter):
+    result, spans, store = await run_team(exporter)
+    root = one(spans, "invoke_agent agent")
+    assert root.parent is None and root.kind == SpanKind.INTERNAL
+    assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root.attributes["gen_ai.conversation.id"] == result.run_id
+    assert root.attributes["loopstate.status"] == "done"
+    assert {s.context.trace_id for s in spans} == {root.context.trace_id}
+
+    chats = [s for s in by_name(spans, "chat test-model") if parent_of(s) == span_id(root)]
+    assert len(chats) == 2
+    first, second = sorted(chats, key=lambda s: s.start_time)
+    assert first.kind == SpanKind.CLIENT
+    assert first.attributes["gen_ai.provider.name"] == "openai"
+    assert first.attributes["gen_ai.request.model"] == "test-model"
+    assert first.attributes["gen_ai.response.model"] == "test-model"
+    assert first.attributes["gen_ai.usage.input_tokens"] == 11
+    assert first.attributes["gen_ai.usage.output_tokens"] == 7
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+
+    tools = {s.name: s for s in spans if s.name.startswith("execute_tool")}
+    assert set(tools) == {"execute_tool lookup", "execute_tool write", "execute_tool writer"}
+    for span in tools.values():
+        assert parent_of(span) == span_id(root) and span.kind == SpanKind.INTERNAL
+        assert span.attributes["loopstate.tool.outcome"] == "succeeded"
+    assert tools["execute_tool write"].attributes["gen_ai.tool.call.id"] == "c2"
+    assert tools["execute_tool write"].attributes["gen_ai.tool.name"] == "write"
+
+
+async def test_a_sub_agent_run_is_a_child_of_the_call_that_delegated(exporter):
+    _, spans, _ = await run_team(exporter)
+    call = one(spans, "execute_tool writer")
+    child = one(spans, "invoke_agent writer")
+    assert parent_of(child) == span_id(call)
+    assert child.attributes["gen_ai.agent.name"] == "writer"
+    (chat,) = [s for s in spans if parent_of(s) == span_id(child)]
+    assert chat.name == "chat test-model"
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+
+
+async def test_each_transition_is_an_event_of_the_run_span(exporter):
+    result, spans, store = await run_team(exporter)
+    root = one(spans, "invoke_agent agent")
+    events = [e for e in root.events if e.name == "loopstate.transition"]
+    assert [
+        (e.attributes["loopstate.transition.seq"], e.attributes["loopstate.transition.from"],
+         e.attributes["loopstate.transition.to"], e.attributes["loopstate.transition.event"])
+        for e in events
+    ] == [(t.seq, t.source, t.target, t.event) for t in result.transitions]  # fmt: skip
+    decided = next(e for e in events if e.attributes["loopstate.transition.event"] == "decided")
+    assert decided.attributes["loopstate.transition.actor"] == "approver"
+
+
+async def test_an_approval_span_lasts_from_request_to_decision(exporter):
+    result, spans, store = await run_team(exporter)
+    root = one(spans, "invoke_agent agent")
+    approvals = {
+        s.attributes["gen_ai.tool.call.id"]: s for s in by_name(spans, "loopstate.approval")
+    }
+    assert set(approvals) == {"c2", "c3"}
+    assert all(parent_of(s) == span_id(root) for s in approvals.values())
+    write, delete = approvals["c2"], approvals["c3"]
+    assert write.attributes["loopstate.approval.decision"] == "approve"
+    assert delete.attributes["loopstate.approval.decision"] == "deny"
+    assert delete.attributes["loopstate.approval.reason"] == "not today"
+    assert write.attributes["loopstate.approval.actor"] == "approver"
+    asked = next(e for e in result.events if e.kind == "approval_requested" and e.call_id == "c2")
+    state = await store.load(result.run_id)
+    decided_at = next(c for c in state.calls if c.call_id == "c2").decided_at
+    wait = decided_at - asked.at
+    assert write.attributes["loopstate.approval.wait_s"] == pytest.approx(wait)
+    assert (write.end_time - write.start_time) / 1e9 == pytest.approx(wait, abs=1e-6)
+    assert not [s for s in spans if s.name == "execute_tool delete"]  # denied: never ran
+
+
+async def test_no_prompt_or_argument_text_is_recorded_unless_opted_in(exporter, monkeypatch):
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    _, spans, _ = await run_team(exporter)
+    recorded = json.dumps([dict(s.attributes) for s in spans], default=str)
+    recorded += json.dumps([dict(e.attributes) for s in spans for e in s.events], default=str)
+    assert SECRET not in recorded and ARGUMENT not in recorded
+    assert "gen_ai.input.messages" not in recorded
+
+
+async def test_content_is_recorded_when_the_convention_setting_opts_in(exporter, monkeypatch):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    _, spans, _ = await run_team(exporter)
+    first = min(by_name(spans, "chat test-model"), key=lambda s: s.start_time)
+    assert SECRET in first.attributes["gen_ai.input.messages"]
+    assert "lookup" in first.attributes["gen_ai.output.messages"]
+    lookup = one(spans, "execute_tool lookup")
+    assert ARGUMENT in lookup.attributes["gen_ai.tool.call.arguments"]
+    assert lookup.attributes["gen_ai.tool.call.result"] == f"value of {ARGUMENT}"
+
+
+async def test_a_resumed_run_continues_its_trace_and_times_the_wait(exporter, tmp_path: Path):
+    store = SQLiteStore(tmp_path / "runs.db")
+    replies = (tool_call_reply(("c1", "write", {"path": "a.md"})), text_reply("Written."))
+    with serve(*replies) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        first = OTelHooks(tracer_provider=provider_for(exporter))
+        suspended = await Agent(model, team_tools(), store=store, hooks=[first]).run("go")
+        assert suspended.status == "awaiting_approval"
+        # A second OTelHooks: nothing shared in memory, as in another process.
+        later = OTelHooks(tracer_provider=provider_for(exporter))
+        agent = Agent(model, team_tools(), store=store, hooks=[later])
+        result = await agent.resume(suspended.run_id, {"c1": Approve()})
+    assert result.status == "done"
+    spans = exporter.get_finished_spans()
+    start, resume = by_name(spans, "invoke_agent agent")
+    assert start.attributes["loopstate.segment"] == "start"
+    assert resume.attributes["loopstate.segment"] == "resume"
+    assert {s.context.trace_id for s in spans} == {start.context.trace_id}
+    assert parent_of(resume) == span_id(start)
+    state = await store.load(result.run_id)
+    assert state.metadata["trace_context"]["traceparent"].split("-")[2] == format(
+        span_id(start), "016x"
+    )
+    approval = one(spans, "loopstate.approval")
+    asked = max(t.at for t in state.transitions if t.target == "awaiting_approval")
+    decided_at = state.calls[0].decided_at
+    assert parent_of(approval) == span_id(start)
+    assert approval.start_time == int(asked * 1e9)
+    assert (approval.end_time - approval.start_time) / 1e9 == pytest.approx(decided_at - asked)
+
+
+async def test_a_run_stored_without_a_trace_context_resumes_and_starts_one(exporter, tmp_path):
+    store = SQLiteStore(tmp_path / "runs.db")
+    replies = (tool_call_reply(("c1", "write", {"path": "a.md"})), text_reply("Written."))
+    with serve(*replies) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        suspended = await Agent(model, team_tools(), store=store).run("go")
+        assert "trace_context" not in (await store.load(suspended.run_id)).metadata
+        hooks = OTelHooks(tracer_provider=provider_for(exporter))
+        agent = Agent(model, team_tools(), store=store, hooks=[hooks])
+        result = await agent.resume(suspended.run_id, {"c1": Approve()})
+    assert result.status == "done"
+    resume = one(exporter.get_finished_spans(), "invoke_agent agent")
+    assert resume.parent is None
+    kept = (await store.load(result.run_id)).metadata["trace_context"]["traceparent"]
+    assert kept.split("-")[1] == format(resume.context.trace_id, "032x")
+
+
+async def test_log_lines_carry_the_trace_and_span_ids_of_the_run(exporter):
+    captured = structlog.testing.LogCapture()
+    structlog.configure(processors=[add_trace_context, captured])
+    try:
+        await run_team(exporter)
+    finally:
+        structlog.reset_defaults()
+    spans = exporter.get_finished_spans()
+    root = one(spans, "invoke_agent agent")
+    finished = [e for e in captured.entries if e["event"] == "run_finished"]
+    assert finished and finished[-1]["trace_id"] == format(root.context.trace_id, "032x")
+    assert finished[-1]["span_id"] == format(span_id(root), "016x")
+
+
+def test_importing_loopstate_imports_no_opentelemetry():
+    code = "import sys, loopstate; print(sorted(m for m in sys.modules if 'opentelemetry' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
