@@ -105,9 +105,10 @@ async def run_team(exporter: InMemorySpanExporter, **hooks_options):
 
 
 async def test_a_run_is_one_trace_of_agent_model_and_tool_spans(exporter):
-    result, spans, store = await run_team(exporter)
+    result, spans, _store = await run_team(exporter)
     root = one(spans, "invoke_agent agent")
-    assert root.parent is None and root.kind == SpanKind.INTERNAL
+    assert root.parent is None
+    assert root.kind == SpanKind.INTERNAL
     assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert root.attributes["gen_ai.conversation.id"] == result.run_id
     assert root.attributes["loopstate.status"] == "done"
@@ -128,7 +129,8 @@ async def test_a_run_is_one_trace_of_agent_model_and_tool_spans(exporter):
     tools = {s.name: s for s in spans if s.name.startswith("execute_tool")}
     assert set(tools) == {"execute_tool lookup", "execute_tool write", "execute_tool writer"}
     for span in tools.values():
-        assert parent_of(span) == span_id(root) and span.kind == SpanKind.INTERNAL
+        assert parent_of(span) == span_id(root)
+        assert span.kind == SpanKind.INTERNAL
         assert span.attributes["loopstate.tool.outcome"] == "succeeded"
     assert tools["execute_tool write"].attributes["gen_ai.tool.call.id"] == "c2"
     assert tools["execute_tool write"].attributes["gen_ai.tool.name"] == "write"
@@ -146,7 +148,7 @@ async def test_a_sub_agent_run_is_a_child_of_the_call_that_delegated(exporter):
 
 
 async def test_each_transition_is_an_event_of_the_run_span(exporter):
-    result, spans, store = await run_team(exporter)
+    result, spans, _store = await run_team(exporter)
     root = one(spans, "invoke_agent agent")
     events = [e for e in root.events if e.name == "loopstate.transition"]
     assert [
@@ -185,7 +187,8 @@ async def test_no_prompt_or_argument_text_is_recorded_unless_opted_in(exporter, 
     _, spans, _ = await run_team(exporter)
     recorded = json.dumps([dict(s.attributes) for s in spans], default=str)
     recorded += json.dumps([dict(e.attributes) for s in spans for e in s.events], default=str)
-    assert SECRET not in recorded and ARGUMENT not in recorded
+    assert SECRET not in recorded
+    assert ARGUMENT not in recorded
     assert "gen_ai.input.messages" not in recorded
 
 
@@ -258,7 +261,8 @@ async def test_log_lines_carry_the_trace_and_span_ids_of_the_run(exporter):
     spans = exporter.get_finished_spans()
     root = one(spans, "invoke_agent agent")
     finished = [e for e in captured.entries if e["event"] == "run_finished"]
-    assert finished and finished[-1]["trace_id"] == format(root.context.trace_id, "032x")
+    assert finished
+    assert finished[-1]["trace_id"] == format(root.context.trace_id, "032x")
     assert finished[-1]["span_id"] == format(span_id(root), "016x")
 
 
