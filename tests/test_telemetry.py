@@ -270,3 +270,36 @@ def test_importing_loopstate_imports_no_opentelemetry():
     code = "import sys, loopstate; print(sorted(m for m in sys.modules if 'opentelemetry' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_flows_phases_are_spans_and_their_agents_runs_nest_in_them(exporter, tmp_path):
+    from test_flow_agent_phases import approve_all, draft, facts, review, team
+
+    from loopstate.machines.gauntlet import gauntlet_flow
+
+    hooks = OTelHooks(tracer_provider=provider_for(exporter))
+    models = team(draft(), review(True), facts(True))
+    flow = gauntlet_flow(
+        models=models, workspace=tmp_path, store=MemoryStore(), approver=approve_all
+    )
+    result = await flow.clone(hooks=[hooks]).run("Explain tides", data={"brief": "tides"})
+    assert result.status == "done"
+    spans = exporter.get_finished_spans()
+    (root,) = [s for s in spans if s.parent is None]
+    assert root.name.startswith("invoke_agent ")
+    phases = sorted(
+        (s for s in spans if s.name.startswith("loopstate.phase ")), key=lambda s: s.start_time
+    )
+    assert [p.name for p in phases] == [
+        "loopstate.phase write",
+        "loopstate.phase style_review",
+        "loopstate.phase fact_review",
+    ]
+    for phase in phases:
+        assert parent_of(phase) == span_id(root)
+        name = phase.attributes["loopstate.phase"]
+        (agent,) = [s for s in spans if parent_of(s) == span_id(phase)]
+        assert agent.name == f"invoke_agent {name}"
+        assert agent.attributes["loopstate.status"] == "done"
+        inside = {s.name.split()[0] for s in spans if parent_of(s) == span_id(agent)}
+        assert inside - {"loopstate.approval"} == {"chat", "execute_tool"}  # write is gated

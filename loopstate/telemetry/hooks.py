@@ -111,9 +111,9 @@ class OTelHooks(Hooks):
         segment.stored = stored
         self._carried[run.run_id] = carrier_of(segment.span) if stored is None else {}
         segment.tokens.append((None, otel_context.attach(trace.set_span_in_context(segment.span))))
-        segment.tokens.append((self._scope, self._scope.set(Scope(segment.span))))
         if run.flow is not None:
             segment.enter_phase(self.tracer, run.flow.phase)
+        segment.tokens.append((self._scope, self._scope.set(segment.scope())))
         for event in self._buffered.pop(run.run_id, []):
             self._handle(segment, event)
         self._write_decided(run.run_id, run.transitions, stored)
@@ -132,7 +132,7 @@ class OTelHooks(Hooks):
             (e for e in self._buffered.get(run_id, ()) if isinstance(e, RunStarted)), None
         )
         scope = self._scope.get()
-        name = (scope.tool if child and scope else None) or self.agent_name or machine
+        name = (scope.name if child and scope else None) or self.agent_name or machine
         attributes: dict[str, Any] = {
             names.OPERATION: "invoke_agent",
             names.AGENT_NAME: name,
@@ -164,6 +164,8 @@ class OTelHooks(Hooks):
         if segment is not None:
             segment.close(status, stop, error)
         self._buffered.pop(run_id, None)
+        for key in [k for k in self._requested if k[0] == run_id]:  # its audit trail has them
+            del self._requested[key]
 
     # -- events ------------------------------------------------------------------------------
 
@@ -212,6 +214,7 @@ class OTelHooks(Hooks):
             segment.leave_phase()
             if event.target not in FINAL:
                 segment.enter_phase(self.tracer, event.target)
+            self._scope.set(segment.scope())  # an agent phase's run nests in its phase
 
     def _model_request(self, segment: Segment, event: ModelRequested) -> None:
         provider, model = names.provider_and_model(event.model)
@@ -272,7 +275,7 @@ class OTelHooks(Hooks):
         span.end()
         # Back to the run's scope (the call's task ends here, or the run goes on in it).
         otel_context.attach(segment.parent())
-        self._scope.set(Scope(segment.phase or segment.span))
+        self._scope.set(segment.scope())
 
     def _run_stopped(self, segment: Segment, event: Any) -> None:
         if isinstance(event, RunFinished):

@@ -30,8 +30,10 @@ class Scope:
     sub-agent's run started there is that call's child)."""
 
     span: Span
-    tool: str | None = None
+    name: str | None = None
+    """What a run started here is called: the tool's name, or the flow phase's."""
     call_id: str | None = None
+    """The tool call, when the scope is one."""
 
 
 @dataclass
@@ -52,6 +54,9 @@ class Segment:
 
     def parent(self) -> Context:
         return trace.set_span_in_context(self.phase or self.span)
+
+    def scope(self) -> Scope:
+        return Scope(self.phase or self.span, self.phase_name)
 
     def enter_phase(self, tracer: Tracer, phase: str) -> None:
         self.leave_phase()
