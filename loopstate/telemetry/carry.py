@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from loopstate.telemetry.names import TRACE_KEY
@@ -54,10 +54,12 @@ def add_trace_context(
     return event_dict
 
 
-def temporal_interceptors() -> list[Any]:
+def temporal_interceptors(tracer_provider: TracerProvider | None = None) -> list[Any]:
     """The OpenTelemetry interceptor of temporalio, for a Temporal client (and so its workers):
     a workflow's start, its updates (decisions) and its activities (model calls, tools) join
     the caller's trace. Pass as `TemporalRuns.connect(..., interceptors=...)`."""
     from temporalio.contrib.opentelemetry import TracingInterceptor
 
-    return [TracingInterceptor()]
+    return [
+        TracingInterceptor(trace.get_tracer("loopstate.temporal", tracer_provider=tracer_provider))
+    ]

@@ -13,11 +13,13 @@ Signal instead, checked when the run applies it. The inbox reads search attribut
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import (
     Client,
+    Interceptor,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -64,10 +66,16 @@ class TemporalRuns:
         blobs: str | Path | None = None,
         task_queue: str = DEFAULT_TASK_QUEUE,
         settings: RunSettings | None = None,
+        interceptors: Sequence[Interceptor] = (),
     ) -> TemporalRuns:
-        """Connect with loopstate's data converter (and `blobs` for payloads by reference)."""
+        """Connect with loopstate's data converter (and `blobs` for payloads by reference).
+        `interceptors` go to the client, and to the workers built on it: e.g.
+        `loopstate.telemetry.temporal_interceptors()` to trace runs with OpenTelemetry."""
         client = await Client.connect(
-            address, namespace=namespace, data_converter=data_converter(blobs)
+            address,
+            namespace=namespace,
+            data_converter=data_converter(blobs),
+            interceptors=interceptors,
         )
         return cls(client, task_queue=task_queue, settings=settings)
 
