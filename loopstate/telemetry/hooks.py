@@ -114,6 +114,10 @@ class OTelHooks(Hooks):
         if run.flow is not None:
             segment.enter_phase(self.tracer, run.flow.phase)
         segment.tokens.append((self._scope, self._scope.set(segment.scope())))
+        if not segment.recording:  # not sampled, or no SDK: nothing inside it is either
+            self._buffered.pop(run.run_id, None)
+            self._decided.pop(run.run_id, None)
+            return
         for event in self._buffered.pop(run.run_id, []):
             self._handle(segment, event)
         self._write_decided(run.run_id, run.transitions, stored)
@@ -147,7 +151,8 @@ class OTelHooks(Hooks):
             f"invoke_agent {name}", context=parent, kind=SpanKind.INTERNAL,
             attributes=attributes, links=links,
         )  # fmt: skip
-        segment = self._segments[run_id] = Segment(run_id, span, child)
+        segment = Segment(run_id, span, child, recording=span.is_recording())
+        self._segments[run_id] = segment
         return segment
 
     def _write_decided(self, run_id: str, transitions: Any, parent: Context | None) -> None:
@@ -182,7 +187,10 @@ class OTelHooks(Hooks):
             else:
                 self._buffer(event)
             return
-        self._handle(segment, event)
+        if segment.recording:
+            self._handle(segment, event)
+        elif event.kind in ("run_finished", "run_suspended"):
+            self._close(event.run_id, "", None, None)  # nothing inside it is recorded
 
     def _handle(self, segment: Segment, event: Event) -> None:
         handle = _HANDLERS.get(event.kind)
@@ -309,6 +317,8 @@ class OTelHooks(Hooks):
         segment = self._segments.get(event.run_id)
         if segment is None:  # a resume applies decisions before its segment opens
             self._decided.setdefault(event.run_id, []).append(approval)
+            return
+        if not segment.recording:
             return
         asked = self._requested.pop((event.run_id, call.call_id), None)
         parent = trace.set_span_in_context(segment.span)

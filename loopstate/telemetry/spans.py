@@ -43,6 +43,9 @@ class Segment:
     run_id: str
     span: Span
     child: bool
+    recording: bool = True
+    """False when its span records nothing (not sampled, or a no-op provider): then nothing
+    is done for what happens inside it, so tracing that is off costs a dictionary lookup."""
     stored: Context | None = None
     """The trace context the run keeps (its first segment's): approvals hang under it."""
     phase: Span | None = None
