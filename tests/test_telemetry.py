@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 import structlog
-from model_server import serve, text_reply, tool_call_reply
+from model_server import error_reply, serve, text_reply, tool_call_reply
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind, StatusCode
 
 from loopstate import Agent, Approve, Deny, LiteLLMModel, MemoryStore, SQLiteStore, tool
 from loopstate.telemetry import OTelHooks, add_trace_context
@@ -303,3 +304,47 @@ async def test_a_flows_phases_are_spans_and_their_agents_runs_nest_in_them(expor
         assert agent.attributes["loopstate.status"] == "done"
         inside = {s.name.split()[0] for s in spans if parent_of(s) == span_id(agent)}
         assert inside - {"loopstate.approval"} == {"chat", "execute_tool"}  # write is gated
+
+
+async def test_a_failed_model_call_is_an_error_span_and_ends_the_run_span_failed(exporter):
+    hooks = OTelHooks(tracer_provider=provider_for(exporter))
+    with serve(error_reply(400)) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        result = await Agent(model, [], store=MemoryStore(), hooks=[hooks]).run("go")
+    assert result.status == "failed"
+    spans = exporter.get_finished_spans()
+    chat, run = one(spans, "chat test-model"), one(spans, "invoke_agent agent")
+    assert parent_of(chat) == span_id(run)
+    for span in (chat, run):
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.attributes["error.type"] == result.error.split(":")[0]
+    assert run.attributes["loopstate.status"] == "failed"
+
+
+async def test_a_run_that_is_not_sampled_records_nothing_but_keeps_its_trace(tmp_path):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    store = SQLiteStore(tmp_path / "runs.db")
+    with serve(tool_call_reply(("c1", "write", {"path": "a.md"}))) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        hooks = OTelHooks(tracer_provider=provider)
+        result = await Agent(model, team_tools(), store=store, hooks=[hooks]).run("go")
+    assert result.status == "awaiting_approval"
+    assert exporter.get_finished_spans() == ()
+    kept = (await store.load(result.run_id)).metadata["trace_context"]["traceparent"]
+    trace_id, flags = kept.split("-")[1], int(kept.split("-")[3], 16)
+    assert int(trace_id, 16) != 0  # a valid context, not sampled: a resume stays unsampled
+    assert flags & 1 == 0
+
+
+async def test_without_an_sdk_tracing_keeps_nothing_with_the_run():
+    from opentelemetry.trace import NoOpTracerProvider
+
+    store = MemoryStore()
+    with serve(text_reply("Hi.")) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        hooks = OTelHooks(tracer_provider=NoOpTracerProvider())
+        result = await Agent(model, [], store=store, hooks=[hooks]).run("go")
+    assert result.status == "done"
+    assert "trace_context" not in (await store.load(result.run_id)).metadata
