@@ -22,7 +22,7 @@ Content (messages, tool arguments and results) is recorded only when opted in:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -44,7 +44,6 @@ from loopstate.engine.events import (
 )
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.model import ModelRequest, ModelResponse
-from loopstate.engine.rule import Rule
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.telemetry import names
 from loopstate.telemetry.carry import carrier_of, stored_context
@@ -54,6 +53,7 @@ from loopstate.telemetry.spans import (
     Approval,
     Scope,
     Segment,
+    approval_remembered,
     fail,
     requested_at,
     write_approval,
@@ -218,6 +218,9 @@ class OTelHooks(Hooks):
 
     def _transition(self, segment: Segment, event: TransitionEvent) -> None:
         segment.span.add_event(names.TRANSITION, names.transition_attributes(event))
+        if event.target == "aborted" and event.reason == "cancelled":  # no run_finished follows
+            self._close(event.run_id, "aborted", "cancelled", None)
+            return
         if event.event in FLOW_EVENTS and event.source == segment.phase_name:
             segment.leave_phase()
             if event.target not in FINAL:
@@ -312,7 +315,7 @@ class OTelHooks(Hooks):
             actor=event.actor,
             reason=event.reason,
             decided_at=call.decided_at,
-            remembered=_remembered(call),
+            remembered=approval_remembered(call),
         )
         segment = self._segments.get(event.run_id)
         if segment is None:  # a resume applies decisions before its segment opens
@@ -364,17 +367,6 @@ class OTelHooks(Hooks):
         return scope.span if scope is not None and scope.call_id == call_id else None
 
 
-def _remembered(call: CallRecord) -> str | None:
-    """What a remembered decision is for: the standing decision that decided this call
-    (audited as `<tool or rule> (given by <who>)`), or the one this decision makes standing."""
-    if call.decided_by and " (given by " in call.decided_by:
-        return call.decided_by
-    remember = getattr(call.decision, "remember", False)
-    if isinstance(remember, Rule):
-        return f"rule {remember.name}"
-    return call.tool if remember is True else None
-
-
 _HANDLERS: dict[str, Any] = {
     "transition": OTelHooks._transition,
     "model_request": OTelHooks._model_request,
@@ -387,8 +379,3 @@ _HANDLERS: dict[str, Any] = {
     "run_finished": OTelHooks._run_stopped,
     "decision_refused": OTelHooks._refused,
 }
-
-
-def trace_hooks(hooks: Sequence[Hooks]) -> OTelHooks | None:
-    """The `OTelHooks` among `hooks`, if any."""
-    return next((h for h in hooks if isinstance(h, OTelHooks)), None)

@@ -13,6 +13,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from loopstate.engine.rule import Rule
+from loopstate.engine.state import CallRecord
 from loopstate.telemetry import names
 
 FLOW_EVENTS = frozenset({"advance", "fail", "abort"})
@@ -159,3 +161,14 @@ def requested_at(transitions: Any, decided_at: float) -> float | None:
     says: the transition into `awaiting_approval`)."""
     times = [t.at for t in transitions if t.target == "awaiting_approval" and t.at <= decided_at]
     return max(times) if times else None
+
+
+def approval_remembered(call: CallRecord) -> str | None:
+    """What a remembered decision is for: the standing decision that decided this call
+    (audited as `<tool or rule> (given by <who>)`), or the one this decision makes standing."""
+    if call.decided_by and " (given by " in call.decided_by:
+        return call.decided_by
+    remember = getattr(call.decision, "remember", False)
+    if isinstance(remember, Rule):
+        return f"rule {remember.name}"
+    return call.tool if remember is True else None
