@@ -348,3 +348,31 @@ async def test_without_an_sdk_tracing_keeps_nothing_with_the_run():
         result = await Agent(model, [], store=store, hooks=[hooks]).run("go")
     assert result.status == "done"
     assert "trace_context" not in (await store.load(result.run_id)).metadata
+
+
+HIDDEN = """
+import importlib.abc, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+from loopstate import Agent, MemoryStore, ScriptedModel
+print(Agent(ScriptedModel(["hi"]), store=MemoryStore()).run_sync("go").status)
+try:
+    import loopstate.telemetry
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+
+
+def test_without_the_extra_runs_work_and_telemetry_says_what_to_install():
+    out = subprocess.run([sys.executable, "-c", HIDDEN], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "done",
+        "loopstate.telemetry needs OpenTelemetry's API: pip install 'loopstate[otel]'",
+    ]

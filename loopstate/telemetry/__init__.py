@@ -11,6 +11,14 @@
 here is imported by `import loopstate`: without these hooks, no run pays for telemetry.
 """
 
+try:
+    import opentelemetry.trace  # noqa: F401 (checked first: its absence gets one clear line)
+except ModuleNotFoundError as exc:
+    raise ModuleNotFoundError(
+        "loopstate.telemetry needs OpenTelemetry's API: pip install 'loopstate[otel]'",
+        name=exc.name,
+    ) from None
+
 from loopstate.telemetry.carry import add_trace_context, temporal_interceptors
 from loopstate.telemetry.hooks import OTelHooks
 

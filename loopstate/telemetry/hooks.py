@@ -339,6 +339,8 @@ class OTelHooks(Hooks):
             return
         if response.finish_reason:
             span.set_attribute(names.FINISH_REASONS, (response.finish_reason,))
+        # The provider's reply id, once the model port carries it (ModelResponse has no such
+        # field yet: the adapters of engine/models/ would fill it).
         response_id = getattr(response, "response_id", None)
         if response_id:
             span.set_attribute(names.RESPONSE_ID, response_id)
