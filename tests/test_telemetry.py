@@ -376,3 +376,32 @@ def test_without_the_extra_runs_work_and_telemetry_says_what_to_install():
         "done",
         "loopstate.telemetry needs OpenTelemetry's API: pip install 'loopstate[otel]'",
     ]
+
+
+async def test_an_approval_span_names_the_decision_it_remembers_and_the_one_it_came_from(
+    exporter,
+):
+    hooks = OTelHooks(tracer_provider=provider_for(exporter))
+
+    async def approve_and_remember(requests):
+        return {r.call_id: Approve(remember=True) for r in requests}
+
+    replies = (
+        tool_call_reply(("c1", "write", {"path": "a.md"})),
+        tool_call_reply(("c2", "write", {"path": "b.md"})),
+        text_reply("Both written."),
+    )
+    with serve(*replies) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
+        agent = Agent(
+            model, team_tools(), store=MemoryStore(), approver=approve_and_remember, hooks=[hooks]
+        )
+        assert (await agent.run("write both")).status == "done"
+    spans = by_name(exporter.get_finished_spans(), "loopstate.approval")
+    approvals = {s.attributes["gen_ai.tool.call.id"]: s.attributes for s in spans}
+    assert approvals["c1"]["loopstate.approval.remembered"] == "write"
+    assert (
+        approvals["c2"]["loopstate.approval.remembered"] == "remembered:write (given by approver)"
+    )
+    assert approvals["c2"]["loopstate.approval.decision"] == "approve"
+    assert approvals["c2"]["loopstate.approval.wait_s"] == 0.0  # it waited for nobody

@@ -102,7 +102,9 @@ class OTelHooks(Hooks):
     # -- a run's segments --------------------------------------------------------------------
 
     async def on_run_start(self, run: RunState) -> None:
-        if run.run_id in self._segments:  # opened as a sub-agent's run (its events came first)
+        opened = self._segments.get(run.run_id)
+        if opened is not None:  # opened as a sub-agent's run (its events came first)
+            self._write_decided(run.run_id, run.transitions, opened.parent())
             return
         stored = stored_context(run.metadata)
         ambient = trace.get_current_span().get_span_context()
@@ -167,6 +169,8 @@ class OTelHooks(Hooks):
     def _close(self, run_id: str, status: str, stop: str | None, error: str | None) -> None:
         segment = self._segments.pop(run_id, None)
         if segment is not None:
+            if segment.recording:  # a sub-agent's decisions, their requests made elsewhere
+                self._write_decided(run_id, (), segment.parent())
             segment.close(status, stop, error)
         self._buffered.pop(run_id, None)
         for key in [k for k in self._requested if k[0] == run_id]:  # its audit trail has them
@@ -207,9 +211,7 @@ class OTelHooks(Hooks):
             self._buffer(event)
         machine = event.machine if isinstance(event, RunStarted) else "agent"
         parent = trace.set_span_in_context(scope.span)
-        segment = self._open(event.run_id, machine, parent, [], child=True)
-        self._write_decided(event.run_id, (), parent)
-        return segment
+        return self._open(event.run_id, machine, parent, [], child=True)
 
     def _buffer(self, event: Event) -> None:
         kept = self._buffered.setdefault(event.run_id, [])

@@ -165,7 +165,8 @@ def requested_at(transitions: Any, decided_at: float) -> float | None:
 
 def approval_remembered(call: CallRecord) -> str | None:
     """What a remembered decision is for: the standing decision that decided this call
-    (audited as `<tool or rule> (given by <who>)`), or the one this decision makes standing."""
+    (audited as `remembered:<tool or rule> (given by <who>)`), or the one this decision makes
+    standing."""
     if call.decided_by and " (given by " in call.decided_by:
         return call.decided_by
     remember = getattr(call.decision, "remember", False)
