@@ -213,12 +213,15 @@ async def test_a_resumed_run_continues_its_trace_and_times_the_wait(exporter, tm
         suspended = await Agent(model, team_tools(), store=store, hooks=[first]).run("go")
         assert suspended.status == "awaiting_approval"
         # A second OTelHooks: nothing shared in memory, as in another process.
-        later = OTelHooks(tracer_provider=provider_for(exporter))
+        provider = provider_for(exporter)
+        later = OTelHooks(tracer_provider=provider)
         agent = Agent(model, team_tools(), store=store, hooks=[later])
-        result = await agent.resume(suspended.run_id, {"c1": Approve()})
+        with provider.get_tracer("service").start_as_current_span("POST /decide") as request:
+            result = await agent.resume(suspended.run_id, {"c1": Approve()})
     assert result.status == "done"
-    spans = exporter.get_finished_spans()
+    spans = [s for s in exporter.get_finished_spans() if s.name != "POST /decide"]
     start, resume = by_name(spans, "invoke_agent agent")
+    assert [link.context for link in resume.links] == [request.get_span_context()]
     assert start.attributes["loopstate.segment"] == "start"
     assert resume.attributes["loopstate.segment"] == "resume"
     assert {s.context.trace_id for s in spans} == {start.context.trace_id}
