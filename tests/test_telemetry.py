@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import structlog
-from model_server import error_reply, serve, text_reply, tool_call_reply
+from model_server import error_reply, openai_body, raw_reply, serve, text_reply, tool_call_reply
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -408,3 +408,26 @@ async def test_an_approval_span_names_the_decision_it_remembers_and_the_one_it_c
     )
     assert approvals["c2"]["loopstate.approval.decision"] == "approve"
     assert approvals["c2"]["loopstate.approval.wait_s"] == 0.0  # it waited for nobody
+
+
+async def test_cached_and_reasoning_tokens_and_the_answering_model_are_recorded(exporter):
+    body = openai_body(text_reply("Thought it through."), "o3-mini-2025-01-31")
+    body["usage"] |= {
+        "prompt_tokens": 120,
+        "completion_tokens": 40,
+        "total_tokens": 160,
+        "prompt_tokens_details": {"cached_tokens": 100},
+        "completion_tokens_details": {"reasoning_tokens": 30},
+    }
+    hooks = OTelHooks(tracer_provider=provider_for(exporter))
+    with serve(raw_reply(body)) as server:
+        model = LiteLLMModel("openai/o3-mini", api_base=server.openai_base, api_key="k")
+        result = await Agent(model, [], store=MemoryStore(), hooks=[hooks]).run("think")
+    assert result.status == "done"
+    chat = one(exporter.get_finished_spans(), "chat o3-mini")
+    assert chat.attributes["gen_ai.request.model"] == "o3-mini"
+    assert chat.attributes["gen_ai.response.model"] == "o3-mini-2025-01-31"
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 120
+    assert chat.attributes["gen_ai.usage.output_tokens"] == 40
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 30

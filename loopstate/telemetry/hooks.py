@@ -231,6 +231,7 @@ class OTelHooks(Hooks):
 
     def _model_request(self, segment: Segment, event: ModelRequested) -> None:
         provider, model = names.provider_and_model(event.model)
+        segment.chat_model = event.model
         segment.chat = span = self.tracer.start_span(
             f"chat {model}",
             context=segment.parent(),
@@ -249,7 +250,12 @@ class OTelHooks(Hooks):
         if span is None:
             return
         span.set_attributes(names.usage_attributes(event.usage))
-        span.set_attribute(names.RESPONSE_MODEL, names.provider_and_model(event.model)[1])
+        # The provider's model name as it answered; the configured one (without the
+        # provider's prefix) when it did not say.
+        answered = event.model
+        if answered == segment.chat_model:
+            answered = names.provider_and_model(answered)[1]
+        span.set_attribute(names.RESPONSE_MODEL, answered)
         span.end()
 
     def _approval_requested(self, segment: Segment, event: Any) -> None:

@@ -53,6 +53,8 @@ class Segment:
     phase: Span | None = None
     phase_name: str | None = None
     chat: Span | None = None
+    chat_model: str = ""
+    """The configured name of the model the open call asked."""
     tools: dict[str, Span] = field(default_factory=dict)
     tokens: list[tuple[Any, Token[Any]]] = field(default_factory=list)
     """What the segment made current (OTel's context, OTelHooks' scope), undone at its end."""
