@@ -5,26 +5,20 @@ that delegated, and one trace across a suspension. The model answers over real H
 
 from __future__ import annotations
 
+import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import structlog
 from model_server import error_reply, openai_body, raw_reply, serve, text_reply, tool_call_reply
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
+from telemetry_support import by_name, decide, one, parent_of, provider_for, span_id, team_tools
 
-from loopstate import Agent, Approve, Deny, LiteLLMModel, MemoryStore, SQLiteStore, tool
+from loopstate import Agent, Approve, LiteLLMModel, MemoryStore, ScriptedModel
+from loopstate.engine.models.scripted import call
 from loopstate.telemetry import OTelHooks, add_trace_context
-
-SECRET = "the-prompt-no-backend-may-see"
-ARGUMENT = "argument-no-backend-may-see"
 
 
 @pytest.fixture
@@ -34,52 +28,10 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     exporter.shutdown()
 
 
-def provider_for(exporter: InMemorySpanExporter) -> TracerProvider:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
+SECRET = "the-prompt-no-backend-may-see"
 
 
-def team_tools() -> list:
-    @tool
-    def lookup(key: str) -> str:
-        """Look a key up."""
-        return f"value of {key}"
-
-    @tool(needs_approval=True)
-    def write(path: str) -> str:
-        """Write a file."""
-        return f"wrote {path}"
-
-    @tool(needs_approval=True)
-    def delete(path: str) -> str:
-        """Delete a file."""
-        return f"deleted {path}"
-
-    return [lookup, write, delete]
-
-
-async def decide(requests):
-    return {r.call_id: Approve() if r.tool == "write" else Deny("not today") for r in requests}
-
-
-def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
-    return [s for s in spans if s.name == name]
-
-
-def one(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
-    found = by_name(spans, name)
-    assert len(found) == 1, [s.name for s in spans]
-    return found[0]
-
-
-def parent_of(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
-
-
-def span_id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return span.context.span_id
+ARGUMENT = "argument-no-backend-may-see"
 
 
 async def run_team(exporter: InMemorySpanExporter, **hooks_options):
@@ -204,57 +156,6 @@ async def test_content_is_recorded_when_the_convention_setting_opts_in(exporter,
     assert lookup.attributes["gen_ai.tool.call.result"] == f"value of {ARGUMENT}"
 
 
-async def test_a_resumed_run_continues_its_trace_and_times_the_wait(exporter, tmp_path: Path):
-    store = SQLiteStore(tmp_path / "runs.db")
-    replies = (tool_call_reply(("c1", "write", {"path": "a.md"})), text_reply("Written."))
-    with serve(*replies) as server:
-        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
-        first = OTelHooks(tracer_provider=provider_for(exporter))
-        suspended = await Agent(model, team_tools(), store=store, hooks=[first]).run("go")
-        assert suspended.status == "awaiting_approval"
-        # A second OTelHooks: nothing shared in memory, as in another process.
-        provider = provider_for(exporter)
-        later = OTelHooks(tracer_provider=provider)
-        agent = Agent(model, team_tools(), store=store, hooks=[later])
-        with provider.get_tracer("service").start_as_current_span("POST /decide") as request:
-            result = await agent.resume(suspended.run_id, {"c1": Approve()})
-    assert result.status == "done"
-    spans = [s for s in exporter.get_finished_spans() if s.name != "POST /decide"]
-    start, resume = by_name(spans, "invoke_agent agent")
-    assert [link.context for link in resume.links] == [request.get_span_context()]
-    assert start.attributes["loopstate.segment"] == "start"
-    assert resume.attributes["loopstate.segment"] == "resume"
-    assert {s.context.trace_id for s in spans} == {start.context.trace_id}
-    assert parent_of(resume) == span_id(start)
-    state = await store.load(result.run_id)
-    assert state.metadata["trace_context"]["traceparent"].split("-")[2] == format(
-        span_id(start), "016x"
-    )
-    approval = one(spans, "loopstate.approval")
-    asked = max(t.at for t in state.transitions if t.target == "awaiting_approval")
-    decided_at = state.calls[0].decided_at
-    assert parent_of(approval) == span_id(start)
-    assert approval.start_time == int(asked * 1e9)
-    assert (approval.end_time - approval.start_time) / 1e9 == pytest.approx(decided_at - asked)
-
-
-async def test_a_run_stored_without_a_trace_context_resumes_and_starts_one(exporter, tmp_path):
-    store = SQLiteStore(tmp_path / "runs.db")
-    replies = (tool_call_reply(("c1", "write", {"path": "a.md"})), text_reply("Written."))
-    with serve(*replies) as server:
-        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
-        suspended = await Agent(model, team_tools(), store=store).run("go")
-        assert "trace_context" not in (await store.load(suspended.run_id)).metadata
-        hooks = OTelHooks(tracer_provider=provider_for(exporter))
-        agent = Agent(model, team_tools(), store=store, hooks=[hooks])
-        result = await agent.resume(suspended.run_id, {"c1": Approve()})
-    assert result.status == "done"
-    resume = one(exporter.get_finished_spans(), "invoke_agent agent")
-    assert resume.parent is None
-    kept = (await store.load(result.run_id)).metadata["trace_context"]["traceparent"]
-    assert kept.split("-")[1] == format(resume.context.trace_id, "032x")
-
-
 async def test_log_lines_carry_the_trace_and_span_ids_of_the_run(exporter):
     captured = structlog.testing.LogCapture()
     structlog.configure(processors=[add_trace_context, captured])
@@ -268,12 +169,6 @@ async def test_log_lines_carry_the_trace_and_span_ids_of_the_run(exporter):
     assert finished
     assert finished[-1]["trace_id"] == format(root.context.trace_id, "032x")
     assert finished[-1]["span_id"] == format(span_id(root), "016x")
-
-
-def test_importing_loopstate_imports_no_opentelemetry():
-    code = "import sys, loopstate; print(sorted(m for m in sys.modules if 'opentelemetry' in m))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 async def test_a_flows_phases_are_spans_and_their_agents_runs_nest_in_them(exporter, tmp_path):
@@ -322,63 +217,6 @@ async def test_a_failed_model_call_is_an_error_span_and_ends_the_run_span_failed
         assert span.status.status_code == StatusCode.ERROR
         assert span.attributes["error.type"] == result.error.split(":")[0]
     assert run.attributes["loopstate.status"] == "failed"
-
-
-async def test_a_run_that_is_not_sampled_records_nothing_but_keeps_its_trace(tmp_path):
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=ALWAYS_OFF)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    store = SQLiteStore(tmp_path / "runs.db")
-    with serve(tool_call_reply(("c1", "write", {"path": "a.md"}))) as server:
-        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
-        hooks = OTelHooks(tracer_provider=provider)
-        result = await Agent(model, team_tools(), store=store, hooks=[hooks]).run("go")
-    assert result.status == "awaiting_approval"
-    assert exporter.get_finished_spans() == ()
-    kept = (await store.load(result.run_id)).metadata["trace_context"]["traceparent"]
-    trace_id, flags = kept.split("-")[1], int(kept.split("-")[3], 16)
-    assert int(trace_id, 16) != 0  # a valid context, not sampled: a resume stays unsampled
-    assert flags & 1 == 0
-
-
-async def test_without_an_sdk_tracing_keeps_nothing_with_the_run():
-    from opentelemetry.trace import NoOpTracerProvider
-
-    store = MemoryStore()
-    with serve(text_reply("Hi.")) as server:
-        model = LiteLLMModel("openai/test-model", api_base=server.openai_base, api_key="k")
-        hooks = OTelHooks(tracer_provider=NoOpTracerProvider())
-        result = await Agent(model, [], store=store, hooks=[hooks]).run("go")
-    assert result.status == "done"
-    assert "trace_context" not in (await store.load(result.run_id)).metadata
-
-
-HIDDEN = """
-import importlib.abc, sys
-
-class Absent(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] == "opentelemetry":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, Absent())
-from loopstate import Agent, MemoryStore, ScriptedModel
-print(Agent(ScriptedModel(["hi"]), store=MemoryStore()).run_sync("go").status)
-try:
-    import loopstate.telemetry
-except ModuleNotFoundError as exc:
-    print(exc)
-"""
-
-
-def test_without_the_extra_runs_work_and_telemetry_says_what_to_install():
-    out = subprocess.run([sys.executable, "-c", HIDDEN], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == [
-        "done",
-        "loopstate.telemetry needs OpenTelemetry's API: pip install 'loopstate[otel]'",
-    ]
 
 
 async def test_an_approval_span_names_the_decision_it_remembers_and_the_one_it_came_from(
@@ -431,3 +269,41 @@ async def test_cached_and_reasoning_tokens_and_the_answering_model_are_recorded(
     assert chat.attributes["gen_ai.usage.output_tokens"] == 40
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
     assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 30
+
+
+class Yielding:
+    """A scripted model that yields to the event loop once per call, as a real one does: runs
+    gathered together are then in flight together."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+        self.name = "openai/test-model"
+
+    async def complete(self, request):
+        await asyncio.sleep(0)
+        return await self.inner.complete(request)
+
+
+async def test_runs_in_flight_together_on_one_hooks_object_keep_their_spans_apart(exporter):
+    hooks = OTelHooks(tracer_provider=provider_for(exporter))
+
+    def agent() -> Agent:
+        script = [call("lookup", {"key": "a"}), call("lookup", {"key": "b"}), "done"]
+        return Agent(
+            Yielding(ScriptedModel(script)), team_tools(), store=MemoryStore(), hooks=[hooks]
+        )
+
+    results = await asyncio.gather(*(agent().run("go") for _ in range(5)))
+    assert {r.status for r in results} == {"done"}
+    spans = exporter.get_finished_spans()
+    roots = {s.attributes["loopstate.run_id"]: s for s in by_name(spans, "invoke_agent agent")}
+    assert set(roots) == {r.run_id for r in results}
+    for run_id, root in roots.items():
+        inside = [s for s in spans if parent_of(s) == span_id(root)]
+        assert sorted(s.name for s in inside) == [
+            "chat test-model", "chat test-model", "chat test-model",
+            "execute_tool lookup", "execute_tool lookup",
+        ]  # fmt: skip
+        assert {s.context.trace_id for s in inside} == {root.context.trace_id}
+        assert all(s.attributes.get("loopstate.run_id", run_id) == run_id for s in inside)
+    assert len({r.context.trace_id for r in roots.values()}) == 5
