@@ -1,7 +1,8 @@
 """OpenTelemetry traces of runs (`loopstate.telemetry.OTelHooks`), read back from the SDK's
 in-memory exporter: span names, kinds, nesting and attributes after the GenAI conventions, the
 machine's transitions, approvals timed from request to decision, sub-agents under the call
-that delegated, and one trace across a suspension. The model answers over real HTTP."""
+that delegated, flow phases, content capture. The model answers over real HTTP (or is
+scripted where only its words matter)."""
 
 from __future__ import annotations
 
