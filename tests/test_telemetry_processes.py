@@ -4,6 +4,7 @@ Each process exports over OTLP/HTTP to a receiver on 127.0.0.1 that parses the p
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ async def test_a_run_decided_and_resumed_elsewhere_is_one_trace(tmp_path: Path) 
     db = str(tmp_path / "runs.db")
     effects, log = tmp_path / "effects.txt", tmp_path / "processes.log"
     with receiver() as otlp:
-        env = {"LOOPSTATE_TEST_OTLP": otlp.endpoint, "PYTHONPATH": str(TESTS)}
+        env = {**os.environ, "LOOPSTATE_TEST_OTLP": otlp.endpoint, "PYTHONPATH": str(TESTS)}
         started = subprocess.run(
             [sys.executable, str(TESTS / "otel_agent.py"), db],
             env=env, capture_output=True, text=True, timeout=120, check=True,
