@@ -20,6 +20,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 @dataclass(frozen=True)
 class ReceivedSpan:
     service: str
+    scope: str
+    """The instrumentation's name (`loopstate`; FastAPI's own for the service's requests)."""
     name: str
     trace_id: str
     span_id: str
@@ -42,7 +44,8 @@ class Receiver:
         for resource_spans in request.resource_spans:
             resource = _attributes(resource_spans.resource.attributes)
             for scope_spans in resource_spans.scope_spans:
-                spans += [_span(str(resource.get("service.name")), s) for s in scope_spans.spans]
+                service, scope = str(resource.get("service.name")), scope_spans.scope.name
+                spans += [_span(service, scope, s) for s in scope_spans.spans]
         with self._changed:
             self.spans += spans
             self._changed.notify_all()
@@ -62,9 +65,10 @@ def _attributes(pairs: Any) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in pairs}
 
 
-def _span(service: str, span: Any) -> ReceivedSpan:
+def _span(service: str, scope: str, span: Any) -> ReceivedSpan:
     return ReceivedSpan(
         service=service,
+        scope=scope,
         name=span.name,
         trace_id=span.trace_id.hex(),
         span_id=span.span_id.hex(),
