@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from otlp_receiver import ReceivedSpan, receiver
 from service_support import start, stop
 from worker_support import TESTS, loopstate_process, wait_until_ended
@@ -33,6 +34,7 @@ def start_suspended(db: str, endpoint: str) -> tuple[str, str]:
     return run_id, call_id
 
 
+@pytest.mark.slow
 async def test_a_run_decided_and_resumed_elsewhere_is_one_trace(tmp_path: Path) -> None:
     db = str(tmp_path / "runs.db")
     effects, log = tmp_path / "effects.txt", tmp_path / "processes.log"
@@ -81,6 +83,7 @@ async def test_a_run_decided_and_resumed_elsewhere_is_one_trace(tmp_path: Path) 
     store.close()
 
 
+@pytest.mark.slow
 async def test_a_run_decided_over_http_resumes_in_the_service_in_the_same_trace(
     tmp_path: Path,
 ) -> None:
