@@ -22,7 +22,7 @@ from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
-from loopstate.engine.tool import Tool, ToolContext, render_result
+from loopstate.engine.tool import AskPending, Tool, ToolContext, render_result
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
 DenialFormatter = Callable[[CallRecord, Deny], str]
@@ -153,6 +153,12 @@ class Executor:
             case "abort":
                 update["status"] = "denied"
                 update["result"] = f"Aborted: {decision.reason}"
+            case "result" if record.asking:  # the answer to `ctx.ask`: the body runs again
+                record.check_result(decision.value)
+                update |= {"status": "approved", "asking": False, "external": False,
+                           "answers": (*record.answers, decision.value)}  # fmt: skip
+                if record.decision is not None and record.decision.kind == "edit":
+                    del update["decision"]  # what runs again is what the reviewer edited
             case "result":
                 update["status"] = "succeeded"
                 update["result"] = self._supplied(record, decision.value)
@@ -213,6 +219,7 @@ class Executor:
         if data:
             ctx = dataclasses.replace(ctx, decision_data=thaw(data))
         attempts = 0
+        ctx = dataclasses.replace(ctx, answers=record.answers, _asked=[0])
         while True:
             attempts += 1
             try:
@@ -220,6 +227,8 @@ class Executor:
                     text = await tool.invoke(args, ctx)
                 status, text = "succeeded", storable_text(text)
                 break
+            except AskPending as ask:
+                return _asking(record, tool, ask)
             except TimeoutError:
                 status, text = "failed", f"Error: {tool.name} timed out after {tool.timeout:g} s."
             except Exception as exc:
@@ -229,6 +238,23 @@ class Executor:
                 break
         text = truncate(text, tool.max_result_chars)  # errors too: a traceback can be long
         return record.model_copy(update={"status": status, "result": text, "attempts": attempts})
+
+
+def _asking(record: CallRecord, tool: Tool, ask: AskPending) -> CallRecord:
+    """`record` waiting for the answer to its tool's question, as an external call waits."""
+    if not tool.asks:
+        text = f"Error: {tool.name} called ctx.ask but is not declared @tool(asks=True)."
+        return record.model_copy(update={"status": "failed", "result": text})
+    return record.model_copy(
+        update={
+            "status": "awaiting",
+            "asking": True,
+            "external": True,
+            "reason": storable_text(ask.question),
+            "result_schema": ask.schema,
+            "allowed": ("deny", "abort", "result"),
+        }
+    )
 
 
 def _changed_since_approval(record: CallRecord) -> str | None:

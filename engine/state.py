@@ -79,6 +79,11 @@ class CallRecord(Frozen):
     allowed: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions the tool accepts, kept with the call so that a process without the tool
     (the CLI) refuses the others too."""
+    answers: tuple[Any, ...] = ()
+    """The answers given so far to the questions its tool asked (`ctx.ask`), in order: the
+    body runs again from the start and each `ask` returns its recorded answer."""
+    asking: bool = False
+    """It waits for the answer to its tool's question (`ctx.ask`), not for its result."""
     child_run_id: str | None = None
     """The run this call delegated to (a sub-agent used as a tool), once started: a resumed
     parent continues that child instead of starting a new one."""

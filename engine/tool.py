@@ -36,10 +36,53 @@ class ToolContext(Generic[DepsT]):
     decision_data: Mapping[str, Any] = field(default_factory=dict)
     """Data the reviewer attached to the decision that let this call run (`Approve(data=...)`,
     `Edit(data=...)`); the model never sees it."""
+    answers: tuple[Any, ...] = ()
+    """The answers recorded for this call's `ask`s so far, in the order they were asked."""
+    _asked: list[int] = field(default_factory=lambda: [0], repr=False, compare=False)
+
+    async def ask(self, question: str, *, schema: Any = None) -> Any:
+        """Ask a person `question` and wait for the answer, durably (a tool declared with
+        `@tool(asks=True)`; async tools only).
+
+        The first time, the run suspends like an external call: the call is listed in
+        `pending` with the question (`reason`) and the answer's JSON schema, the process may
+        exit, and the answer arrives through `resume(results={call_id: answer})`,
+        `loopstate result` or the HTTP result route, validated against `schema` (a JSON schema
+        or a Python type; none: any JSON value). Then the tool's body runs again FROM THE
+        START and this same `ask` returns the recorded answer at once, so the code before an
+        `ask` runs again and must be safe to repeat. A Python `schema` gets its answer
+        validated into that type."""
+        index = self._asked[0]
+        self._asked[0] += 1
+        json_schema, adapter = _answer_schema(schema)
+        if index < len(self.answers):
+            answer = self.answers[index]
+            return answer if adapter is None else adapter.validate_python(answer)
+        raise AskPending(question=question, schema=json_schema)
 
     @property
     def idempotency_key(self) -> str:
         return f"{self.run_id}:{self.call_id}"
+
+
+class AskPending(Exception):
+    """Raised by `ToolContext.ask` when its question has no answer yet: the executor suspends
+    the call until one is supplied. A tool must let it pass (catch `Exception` narrowly)."""
+
+    def __init__(self, *, question: str, schema: dict[str, Any] | None) -> None:
+        super().__init__(question)
+        self.question = question
+        self.schema = schema
+
+
+def _answer_schema(schema: Any) -> tuple[dict[str, Any] | None, TypeAdapter[Any] | None]:
+    """An `ask`'s schema as JSON schema, and the adapter that validates a Python type's answer."""
+    if schema is None:
+        return None, None
+    if isinstance(schema, dict):
+        return schema, None
+    adapter: TypeAdapter[Any] = TypeAdapter(schema)
+    return adapter.json_schema(), adapter
 
 
 ApprovalPredicate = Callable[[Any, "ToolContext[Any]"], "bool | Gate"]
@@ -68,6 +111,9 @@ class Tool:
     """No body runs here: each call waits until its result is supplied from outside."""
     result_type: Any = Any
     """The declared result type (the function's return annotation) a supplied result must fit."""
+    asks: bool = False
+    """Its body may `await ctx.ask(...)`: it suspends the run until a person answers, then runs
+    again from the start (see `ToolContext.ask`)."""
     parameters: dict[str, Any] | None = None
     """A JSON schema to show the model instead of the one derived from `args_model`
     (replay's stand-in tools carry the recorded schema this way)."""

@@ -35,6 +35,7 @@ def tool(
     max_result_chars: int = 20_000,
     allowed_decisions: Iterable[str] | None = None,
     external: bool = False,
+    asks: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -52,6 +53,7 @@ def tool(
     max_result_chars: int = 20_000,
     allowed_decisions: Iterable[str] | None = None,
     external: bool = False,
+    asks: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool. Use bare (`@tool`) or with options (`@tool(needs_approval=True)`).
 
@@ -68,6 +70,10 @@ def tool(
     `external=True` declares a tool whose body never runs here: each call suspends the run
     until its result is supplied (`resume(results={call_id: value})`, `loopstate result`),
     validated against the return annotation.
+
+    `asks=True` declares an async tool whose body may `await ctx.ask(question, schema=...)`:
+    the run suspends until a person answers, then the body runs again from the start and the
+    `ask` returns the answer (code before an `ask` must be safe to repeat).
     """
 
     def build(func: Callable[..., Any], localns: dict[str, Any] | None = None) -> Tool:
@@ -87,6 +93,7 @@ def tool(
             max_result_chars=max_result_chars,
             allowed_decisions=_allowed(name or func.__name__, allowed_decisions, external),
             external=external,
+            asks=asks,
         )
 
     return build(fn, dict(sys._getframe(1).f_locals)) if fn is not None else build
@@ -121,6 +128,8 @@ def _build(
         raise DefinitionError(f"tool name {name!r} must match {_NAME.pattern}")
     if options["timeout"] is not None and options["timeout"] <= 0:
         raise DefinitionError(f"tool {name!r}: timeout must be positive")
+    if options["asks"] and not inspect.iscoroutinefunction(func):
+        raise DefinitionError(f"tool {name!r}: asks=True needs an async function (ctx.ask awaits)")
     if options["retries"] < 0:
         raise DefinitionError(f"tool {name!r}: retries must be >= 0")
     summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
