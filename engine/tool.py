@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -155,6 +156,17 @@ class Tool:
             # A sync tool runs in a worker thread so a slow one cannot stall other runs.
             value = await asyncio.to_thread(self.fn, **kwargs)
         return render_result(value)
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools that come from elsewhere (an MCP server: `loopstate.tools.mcp.MCPServer`), given
+    to an `Agent` among its tools. A run opens `session()` around itself and lists the tools
+    in it (once per agent and process): a process that resumes the run lists them anew, and
+    a pending call whose tool vanished or changed its schema is refused."""
+
+    def session(self) -> AbstractAsyncContextManager[None]: ...
+    async def list_tools(self) -> Sequence[Tool]: ...
 
 
 def render_result(value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,14 @@ from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import ParentLink, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.sync import blocking
-from loopstate.engine.tool import Tool
+from loopstate.engine.tool import Tool, Toolset
 from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
 from loopstate.machines.agent.delegation import agent_tool
-from loopstate.machines.agent.fit import check_instructions, check_tools
+from loopstate.machines.agent.fit import check_instructions, check_schemas, check_tools
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
+from loopstate.machines.agent.toolsets import open_toolsets
 from loopstate.tools.registry import ToolRegistry
 
 
@@ -60,7 +62,7 @@ class Agent:
     def __init__(
         self,
         model: str | Model,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Toolset] = (),
         *,
         instructions: str | None = None,
         approver: Approver | SyncApprover | None = None,
@@ -87,8 +89,11 @@ class Agent:
             k: v for k, v in locals().items() if k not in ("self", "__class__")
         }
         self.model = as_model(model, retry)
-        self.tools = ToolRegistry(tools)
-        self._options["tools"] = tuple(self.tools)
+        given = tuple(tools)
+        self._toolsets = tuple(t for t in given if isinstance(t, Toolset))
+        self._listed = not self._toolsets
+        self.tools = ToolRegistry(t for t in given if not isinstance(t, Toolset))
+        self._options["tools"] = given
         self.instructions = instructions
         self.stop_when = tuple(stop_when)
         self.options = RunOptions.of(self._options)
@@ -187,14 +192,24 @@ class Agent:
             updated_at=now,
             parent=parent,
         )
-        await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
-        core = self._core(state, owner, feed)
-        loop = LoopSteps(core, self._loop)
-        async with core.holding():
-            await core.emit(RunStarted(**core.at(), machine=state.machine, model=self.model.name))
-            core.state = await announce_start(options.hooks, core.state)
-            await core.drive(loop)
+        async with self._toolsets_open():
+            await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
+            core = self._core(state, owner, feed)
+            async with core.holding():
+                started = RunStarted(**core.at(), machine=state.machine, model=self.model.name)
+                await core.emit(started)
+                core.state = await announce_start(options.hooks, core.state)
+                await core.drive(LoopSteps(core, self._loop))
         return await self._result(core)
+
+    def _toolsets_open(self) -> AbstractAsyncContextManager[None]:
+        """The toolsets' sessions for one run; their tools listed into this agent's once."""
+        return open_toolsets(self._toolsets, None if self._listed else self._add_listed)
+
+    def _add_listed(self, listed: Sequence[Tool]) -> None:
+        self.tools = ToolRegistry([*self.tools, *listed])
+        self._loop = replace(self._loop, tools={t.name: t for t in self.tools})
+        self._listed = True
 
     def run_sync(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """`run` for code that is not async. Inside a running event loop (a notebook, an
@@ -257,13 +272,14 @@ class Agent:
         )
         state = state.evolve(child_ready=False)  # this resume continues the waiting child
         core = self._core(state, owner, feed)
-        async with core.holding():
+        async with core.holding(), self._toolsets_open():
             if message is None and state.state == AgentLoop.done.id and state.queued_message:
                 # a message queued on the stored run (`queue_message`): this resume takes it
                 message, state = state.queued_message, state.evolve(queued_message=None)
                 core.state = state
             _check_resumable(state, decisions, message, as_child=as_child)
             check_tools(state, self._loop.tools)
+            check_schemas(state, self._loop.tools)
             check_instructions(state, self.instructions)
             loop = LoopSteps(core, self._turn(state))
             recovered: tuple[str, ...] = ()

@@ -4,11 +4,12 @@ with the wrong agent is refused instead of failing the run for good."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from loopstate.engine.errors import RunNotResumable
 from loopstate.engine.messages import SystemMessage
 from loopstate.engine.state import RunState
+from loopstate.engine.tool import Tool
 
 UNFINISHED = ("awaiting", "approved", "running", "interrupted")
 """Call statuses whose tool still has to run (or be decided) when the run resumes."""
@@ -23,6 +24,25 @@ def check_tools(state: RunState, tools: Iterable[str], *, who: str = "this agent
             f"run {state.run_id} needs the tools {', '.join(sorted(needed))} for its pending "
             f"calls and {who} lacks {', '.join(missing)}; resume it with the agent that "
             "started it (nothing was changed)"
+        )
+
+
+def check_schemas(state: RunState, tools: Mapping[str, Tool]) -> None:
+    """`RunNotResumable` naming the pending calls whose tool's schema is not the one they were
+    asked under (an MCP server's tool may change between processes)."""
+    changed = sorted(
+        c.tool
+        for c in state.batch
+        if c.status == "awaiting"
+        and c.parameters is not None
+        and c.tool in tools
+        and tools[c.tool].definition.parameters != c.parameters
+    )
+    if changed:
+        raise RunNotResumable(
+            f"run {state.run_id} has calls of {', '.join(changed)} waiting under another schema "
+            "than the tool has now; decide them with the tool they were asked for, or abort "
+            "the run (nothing was changed)"
         )
 
 

@@ -1,0 +1,45 @@
+"""The test MCP server (`mcp_server.py`) as a loopstate toolset, over stdio or streamable
+HTTP, and an agent on it whose model's words are scripted by step (so a process that resumes
+the run gets the right turn)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from loopstate import Agent, ScriptedModel, SQLiteStore
+from loopstate.engine.models.scripted import ScriptItem
+from loopstate.tools.mcp import MCPServer
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+
+
+def stdio_files(root: Path, **options: Any) -> MCPServer:
+    """The test server as a subprocess on stdin/stdout, its tools named `files_*`."""
+    options.setdefault("namespace", "files")
+    return MCPServer.stdio(sys.executable, [str(SERVER), str(root), "stdio"], **options)
+
+
+@contextmanager
+def http_files(root: Path) -> Iterator[str]:
+    """The test server over streamable HTTP on 127.0.0.1: its URL once it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), str(root), "http"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "PORT n", printed once the socket listens
+        assert line.startswith("PORT "), line
+        yield f"http://127.0.0.1:{line.split()[1]}/mcp"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def files_agent(db: Path, script: Sequence[ScriptItem], *tools: Any, **options: Any) -> Agent:
+    model = ScriptedModel(list(script), by_step=True)
+    return Agent(model, list(tools), store=SQLiteStore(db), ids=lambda: "run-1", **options)

@@ -1,0 +1,160 @@
+"""MCP servers' tools in an agent: a real server (the SDK's `MCPServer`, started by the test
+as a subprocess on stdio) listed with its schemas, gated by its annotations unless a policy
+says otherwise, its results as it gave them, and its failures as tool errors the run survives."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_support import files_agent, stdio_files
+
+from loopstate import ApprovalPolicy, Approve, Rule
+from loopstate.engine.models.scripted import call, calls
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "notes.txt").write_text("alpha\nbeta\n")
+    return files
+
+
+def tool_messages(agent_model: object) -> list[str]:
+    requests = agent_model.requests  # type: ignore[attr-defined]
+    return [m.content for m in requests[-1].messages if m.role == "tool"]
+
+
+async def test_its_tools_are_listed_with_their_schemas_namespaced_and_filtered(
+    tmp_path: Path, root: Path
+) -> None:
+    files = stdio_files(root, include=["read_*", "write_file", "file_*"], exclude=["file_info"])
+    agent = files_agent(tmp_path / "runs.db", ["hi"], files)
+    await agent.run("hello")
+    (request,) = agent.model.requests  # type: ignore[attr-defined]
+    shown = {t.name: t for t in request.tools}
+    assert sorted(shown) == ["files_read_file", "files_write_file"]
+    assert shown["files_write_file"].description == "Write a text file, replacing it."
+    assert shown["files_write_file"].parameters == {
+        "type": "object",
+        "properties": {
+            "path": {"title": "Path", "type": "string"},
+            "content": {"title": "Content", "type": "string"},
+        },
+        "required": ["path", "content"],
+    }
+    assert agent.tools.get("files_read_file").idempotent is False  # type: ignore[union-attr]
+
+
+async def test_a_destructive_tool_waits_for_approval_and_a_read_only_one_runs(
+    tmp_path: Path, root: Path
+) -> None:
+    script = [
+        calls(call("files_read_file", {"path": "notes.txt"}),
+              call("files_write_file", {"path": "out.txt", "content": "gamma"})),
+        "Copied.",
+    ]  # fmt: skip
+    agent = files_agent(tmp_path / "runs.db", script, stdio_files(root))
+    first = await agent.run("copy")
+    assert first.status == "awaiting_approval"
+    (pending,) = first.pending
+    assert pending.tool == "files_write_file"
+    assert "destructive" in pending.reason
+    assert pending.metadata["mcp"] == {
+        "server": "files",
+        "tool": "write_file",
+        "annotations": {"readOnlyHint": False, "destructiveHint": True},
+    }
+    assert not (root / "out.txt").exists()
+    done = await agent.resume("run-1", {pending.call_id: Approve()})
+    assert (done.status, (root / "out.txt").read_text()) == ("done", "gamma")
+    assert tool_messages(agent.model) == ["alpha\nbeta\n", "wrote 5 characters to out.txt"]
+
+
+async def test_a_policy_and_needs_approval_win_over_the_annotations(
+    tmp_path: Path, root: Path
+) -> None:
+    policy = ApprovalPolicy(Rule(name="writes-ok", decision="approve", pattern="files_write_*"))
+    files = stdio_files(root, needs_approval={"read_file": True})
+    script = [
+        calls(call("files_write_file", {"path": "a.txt", "content": "x"}),
+              call("files_read_file", {"path": "notes.txt"})),
+        "ok",
+    ]  # fmt: skip
+    agent = files_agent(tmp_path / "runs.db", script, files, approver=policy)
+    first = await agent.run("go")
+    (pending,) = first.pending  # the write, destructive, was approved by the rule
+    assert pending.tool == "files_read_file"  # read-only, gated by the user's word
+    assert "needs_approval['read_file']" in pending.reason
+    done = await agent.resume("run-1", {pending.call_id: Approve()})
+    assert (done.status, (root / "a.txt").read_text()) == ("done", "x")
+
+
+async def test_results_keep_text_structured_content_images_and_errors(
+    tmp_path: Path, root: Path
+) -> None:
+    script = [
+        calls(call("files_file_info", {"path": "notes.txt"}), call("files_picture", {}),
+              call("files_missing", {"path": "nope.txt"})),
+        "seen",
+    ]  # fmt: skip
+    agent = files_agent(tmp_path / "runs.db", script, stdio_files(root))
+    done = await agent.run("look")
+    assert done.status == "done"
+    info, picture, missing = tool_messages(agent.model)
+    assert json.loads(info) == {"path": "notes.txt", "lines": 2, "size": 11}
+    assert picture == "[image image/png, 16 bytes]"
+    assert missing.startswith("Error: files_missing raised MCPToolError: ")
+    assert "no such file: nope.txt" in missing
+
+
+async def test_a_server_killed_mid_call_is_a_tool_error_and_the_next_call_works(
+    tmp_path: Path, root: Path
+) -> None:
+    script = [call("files_crash", {}), call("files_read_file", {"path": "notes.txt"}), "fine"]
+    agent = files_agent(tmp_path / "runs.db", script, stdio_files(root))
+    done = await agent.run("crash it")
+    assert done.status == "done"
+    requests = agent.model.requests  # type: ignore[attr-defined]
+    crashed = requests[1].messages[-1].content
+    assert "closed the connection during the call" in crashed
+    assert requests[2].messages[-1].content == "alpha\nbeta\n"
+
+
+async def test_a_server_that_hangs_past_the_timeout_is_a_tool_error_and_is_restarted(
+    tmp_path: Path, root: Path
+) -> None:
+    script = [call("files_stall", {}), call("files_read_file", {"path": "notes.txt"}), "fine"]
+    agent = files_agent(tmp_path / "runs.db", script, stdio_files(root, timeout=1.0))
+    done = await agent.run("wait")
+    requests = agent.model.requests  # type: ignore[attr-defined]
+    assert done.status == "done"
+    assert requests[1].messages[-1].content == (
+        "Error: files_stall raised MCPToolError: stall did not answer within 1 s; "
+        "the MCP server 'files' is started anew for the next call"
+    )
+    assert requests[2].messages[-1].content == "alpha\nbeta\n"
+
+
+async def test_a_server_that_cannot_start_fails_the_run_start_with_one_line(
+    tmp_path: Path,
+) -> None:
+    from loopstate.tools.mcp import MCPServer, MCPToolError
+
+    broken = MCPServer.stdio(sys.executable, ["-c", "raise SystemExit(3)"], name="broken")
+    agent = files_agent(tmp_path / "runs.db", ["hi"], broken)
+    with pytest.raises(MCPToolError, match="MCP server 'broken' could not be reached"):
+        await agent.run("hello")
+
+
+def test_import_loopstate_imports_no_mcp() -> None:
+    code = (
+        "import sys, loopstate\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
