@@ -38,6 +38,8 @@ def http_files(root: Path) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def files_agent(db: Path, script: Sequence[ScriptItem], *tools: Any, **options: Any) -> Agent:

@@ -122,10 +122,7 @@ class MCPServer:
         request, e.g. `{"Authorization": "Bearer ..."}`)."""
 
         def make_client() -> Client:
-            http = httpx2.AsyncClient(
-                headers=dict(headers or {}), timeout=httpx2.Timeout(30.0, read=300.0)
-            )
-            transport = streamable_http_client(url, http_client=http)
+            transport = _http_transport(url, dict(headers or {}))
             return Client(transport, elicitation_callback=_legacy_elicitation)
 
         return cls(make_client, name=name or options.get("namespace") or url, **options)
@@ -251,6 +248,18 @@ class MCPServer:
             self._connection.stop()
             self._stopped.append(self._connection)
             self._connection = None
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with our headers, on an HTTP client closed with the session (the SDK
+    leaves a client it was given open)."""
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def _said(exc: BaseException) -> str:
