@@ -63,7 +63,7 @@ async def test_a_destructive_tool_waits_for_approval_and_a_read_only_one_runs(
     assert first.status == "awaiting_approval"
     (pending,) = first.pending
     assert pending.tool == "files_write_file"
-    assert "destructive" in pending.reason
+    assert "its server says destructive" in pending.reason
     assert pending.metadata["mcp"] == {
         "server": "files",
         "tool": "write_file",

@@ -45,12 +45,14 @@ def needs_approval(info: MCPToolInfo, overrides: ApprovalOverrides) -> tuple[boo
 
 
 def gate(server: str, info: MCPToolInfo, name: str, why: str) -> Gate:
-    """The approval request's description and the data a reviewer is shown (CLI, inbox)."""
+    """The approval request's description (the reviewer's `reason`: CLI, inbox card) and its
+    metadata: the server, the tool's own name and its annotations."""
+    hints = annotations_of(info)
+    said = f"as {why} says" if why.startswith("needs_approval") else f"its server says {why}"
+    shown = ", ".join(f"{k}={v}" for k, v in hints.items()) or "none"
     return Gate(
-        description=f"{name} needs approval: the MCP server {server!r} says it is {why}",
-        metadata={
-            "mcp": {"server": server, "tool": info.name, "annotations": annotations_of(info)}
-        },
+        description=f"{name} needs approval, {said} (MCP server {server!r}; annotations: {shown})",
+        metadata={"mcp": {"server": server, "tool": info.name, "annotations": hints}},
     )
 
 

@@ -14,6 +14,7 @@ import json
 
 from mcp.types import (
     AudioContent,
+    BlobResourceContents,
     CallToolResult,
     ContentBlock,
     EmbeddedResource,
@@ -53,7 +54,7 @@ def block_text(block: ContentBlock) -> str:
             return f"[{kind} {block.mime_type}, {_size(block.data)} bytes]"
         case EmbeddedResource(resource=TextResourceContents() as res):
             return f"[resource {res.uri}]\n{res.text}"
-        case EmbeddedResource(resource=res):
+        case EmbeddedResource(resource=BlobResourceContents() as res):
             return f"[resource {res.uri} {res.mime_type or 'binary'}, {_size(res.blob)} bytes]"
         case ResourceLink():
             about = f": {block.description}" if block.description else ""

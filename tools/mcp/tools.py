@@ -100,7 +100,9 @@ async def call_rounds(
         )  # fmt: skip
         if isinstance(result, CallToolResult):
             return result_text(result)
-        responses = {key: await _answer(req, ctx) for key, req in result.input_requests.items()}
+        responses = {
+            key: await _answer(req, ctx) for key, req in (result.input_requests or {}).items()
+        }
         state = result.request_state
     raise MCPToolError(f"the server asked for input more than {MAX_ROUNDS} times in one call")
 
