@@ -25,6 +25,8 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 ROOT = Path(sys.argv[1])
+with (ROOT / "pids.log").open("a") as pids:  # one line per server process started
+    pids.write(f"{os.getpid()}\n")
 server = MCPServer("files")
 READ_ONLY = ToolAnnotations(readOnlyHint=True)
 DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True)

@@ -61,6 +61,16 @@ async def test_a_run_suspended_on_an_mcp_tool_resumes_in_another_process(
                               stdio_files(root)).run("write")  # fmt: skip
     (pending,) = first.pending
     assert not (root / "out.txt").exists()
+    shown = subprocess.run(
+        [sys.executable, "-m", "loopstate", "runs", "show", "run-1", "--db", str(db)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    listing = shown.stdout.split("waiting for a decision:\n")[1].splitlines()
+    assert listing[1] == (
+        "      files_write_file needs approval, its server says destructive (MCP server "
+        "'files'; annotations: readOnlyHint=False, destructiveHint=True)"
+    )
     done = resume_elsewhere(db, root, script, {"decisions": {pending.call_id: "approve"}})
     assert done == {"status": "done", "output": "Written.",
                     "told": ["wrote 2 characters to out.txt"]}  # fmt: skip

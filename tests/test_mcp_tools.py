@@ -5,6 +5,7 @@ says otherwise, its results as it gave them, and its failures as tool errors the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,9 @@ async def test_its_tools_are_listed_with_their_schemas_namespaced_and_filtered(
         "required": ["path", "content"],
     }
     assert agent.tools.get("files_read_file").idempotent is False  # type: ignore[union-attr]
+    idempotent = stdio_files(root, include=["delete_file"])
+    await files_agent(tmp_path / "other.db", ["hi"], idempotent).run("hello")
+    assert [t.idempotent for t in await idempotent.list_tools()] == [True]
 
 
 async def test_a_destructive_tool_waits_for_approval_and_a_read_only_one_runs(
@@ -149,6 +153,19 @@ async def test_a_server_that_cannot_start_fails_the_run_start_with_one_line(
     agent = files_agent(tmp_path / "runs.db", ["hi"], broken)
     with pytest.raises(MCPToolError, match="MCP server 'broken' could not be reached"):
         await agent.run("hello")
+
+
+async def test_the_server_starts_at_the_runs_first_need_and_stops_when_the_run_stops(
+    tmp_path: Path, root: Path
+) -> None:
+    files = stdio_files(root)
+    agent = files_agent(tmp_path / "runs.db", [call("files_read_file", {"path": "notes.txt"}),
+                                               "read"], files)  # fmt: skip
+    assert not (root / "pids.log").exists()  # building the agent starts nothing
+    assert (await agent.run("read")).status == "done"
+    (pid,) = map(int, (root / "pids.log").read_text().split())  # one server for the run
+    with pytest.raises(ProcessLookupError):  # ended, and reaped, when the run stopped
+        os.kill(pid, 0)
 
 
 def test_import_loopstate_imports_no_mcp() -> None:

@@ -106,6 +106,8 @@ def _pending(state: RunState) -> list[str]:
     for p in state.pending:
         mark = f"  ({queued[p.call_id]} queued, applies at resume)" if p.call_id in queued else ""
         lines.append(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{mark}")
+        if p.metadata.get("mcp") or p.external:  # an MCP tool's annotations, or a question
+            lines.append(f"      {shown(p.reason)}")
     lines.append(f"decide with: loopstate approve {state.run_id} CALL (or deny/edit; --all)")
     return lines
 

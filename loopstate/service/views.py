@@ -43,6 +43,7 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
             "arguments": p.arguments,
             "digest": p.digest,
             "reason": p.reason,
+            "metadata": p.metadata,  # e.g. an MCP tool's server and annotations (`mcp`)
             "requested_at": at,
             "external": p.external,  # waits for a result (.../result), not a decision
             "result_schema": schemas.get(p.call_id),  # the type that result must have
