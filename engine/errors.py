@@ -17,6 +17,8 @@ LoopstateError
 │                          (`loopstate.engine.recording.replay`)
 ├── GraphvizNotFound       SVG or PNG asked for without Graphviz's `dot` installed
 ├── GraphvizFailed         `dot` refused a diagram (`loopstate.engine.diagram.render`)
+├── MCPToolError           an MCP tool answered isError, or its server failed; its message
+│                          goes to the model (`loopstate.tools.mcp`, extra `mcp`)
 └── ToolError              a built-in tool was called wrongly; its message goes to the model
     └── WorkspaceError     a path escapes the workspace (`loopstate.tools.builtin.workspace`)
 

@@ -88,13 +88,18 @@ async def demo(root: Path) -> None:
     print(f"{second.status}: the server asks {question.reason!r}")
     done = await agent().resume("tidy-1", results={question.call_id: {"confirm": True}})
     print(f"{done.status}: {done.output}")
-    print("files:", ", ".join(sorted(p.name for p in root.iterdir())))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "files"
+        root.mkdir()
+        asyncio.run(demo(root))
+        print("files:", ", ".join(sorted(p.name for p in root.iterdir())))
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(Path(sys.argv[2]))
     else:
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "files").mkdir()
-            asyncio.run(demo(Path(tmp) / "files"))
+        main()
