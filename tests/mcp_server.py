@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-from mcp.server.mcpserver import Elicit, Image, MCPServer, Resolve
+from mcp.server.mcpserver import Context, Elicit, Image, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
@@ -120,6 +120,22 @@ def delete_confirmed(path: str, answer: Annotated[Confirmation, Resolve(ask_firs
         return f"kept {path}: {answer.reason}"
     (ROOT / path).unlink(missing_ok=True)
     return f"deleted {path}: {answer.reason}"
+
+
+class NewName(BaseModel):
+    name: str
+
+
+@server.tool(annotations=DESTRUCTIVE)
+async def rename_asking(path: str, ctx: Context) -> str:
+    """Rename a file, asking for the new name mid-call (pre-2026 servers' way)."""
+    with (ROOT / "asked.log").open("a") as log:
+        log.write(f"{path}\n")
+    answer = await ctx.elicit(f"New name for {path}?", NewName)
+    if answer.action != "accept":
+        return f"not renamed ({answer.action})"
+    (ROOT / path).rename(ROOT / answer.data.name)
+    return f"renamed {path} to {answer.data.name}"
 
 
 def serve_http() -> None:

@@ -168,6 +168,22 @@ async def test_the_server_starts_at_the_runs_first_need_and_stops_when_the_run_s
         os.kill(pid, 0)
 
 
+async def test_a_pre_2026_servers_mid_call_question_is_a_durable_wait_too(
+    tmp_path: Path, root: Path
+) -> None:
+    files = stdio_files(root, protocol="legacy", needs_approval={"rename_asking": False})
+    script = [call("files_rename_asking", {"path": "notes.txt"}), "Renamed."]
+    agent = files_agent(tmp_path / "runs.db", script, files)
+    first = await agent.run("rename")
+    (pending,) = first.pending
+    assert (pending.reason, pending.external) == ("New name for notes.txt?", True)
+    assert (root / "notes.txt").exists()  # the server was told "cancel"; its result set aside
+    done = await agent.resume("run-1", results={pending.call_id: {"name": "n.txt"}})
+    assert done.status == "done"
+    assert tool_messages(agent.model) == ["renamed notes.txt to n.txt"]
+    assert (root / "asked.log").read_text() == "notes.txt\n" * 2  # the call, made again
+
+
 def test_import_loopstate_imports_no_mcp() -> None:
     code = (
         "import sys, loopstate\n"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from mcp import Client, ClientSession
 
 ClientFactory = Callable[[], Client]
+"""Builds the client of one session."""
 
 
 class Connection:

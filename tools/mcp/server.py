@@ -17,30 +17,31 @@ import asyncio
 import contextlib
 import fnmatch
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import httpx2
 from mcp import Client, ClientSession, StdioServerParameters
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CONNECTION_CLOSED,
-    ElicitRequestParams,
-    ElicitResult,
-    ErrorData,
     PaginatedRequestParams,
 )
 from mcp.types import Tool as MCPToolInfo
 
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.tool import AskPending, Tool, ToolContext
-from loopstate.tools.mcp.connection import ClientFactory, Connection
+from loopstate.tools.mcp.connection import Connection
 from loopstate.tools.mcp.gating import ApprovalOverrides
+from loopstate.tools.mcp.legacy import MidCallQuestions
 from loopstate.tools.mcp.results import MCPToolError
 from loopstate.tools.mcp.tools import build_tool, call_rounds
 
+ServerClient = Callable[[ElicitationFnT], Client]
+"""Builds a client for the server whose mid-call questions go to the given callback."""
+Protocol = Literal["auto", "legacy"]
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -55,13 +56,15 @@ class MCPServer:
     - `needs_approval`: your word, by name or pattern, over the annotations'
       (`{"read_*": False, "delete_*": True}`); approval rules and remembered decisions apply to
       its calls like any others.
+    - `protocol`: `"auto"` speaks 2026-07-28 to a server that does and the older handshake
+      to others; `"legacy"` always the older one (a server's question then comes mid-call).
     - `timeout`: seconds a call may take before the model is told it timed out (and the
       server is started anew); `connect_timeout`: seconds to start or reach the server.
     """
 
     def __init__(
         self,
-        make_client: ClientFactory,
+        make_client: ServerClient,
         *,
         name: str,
         namespace: str | None = None,
@@ -81,6 +84,7 @@ class MCPServer:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._make_client = make_client
+        self._questions = MidCallQuestions()
         self._connection: Connection | None = None
         self._stopped: list[Connection] = []
         self._lock = asyncio.Lock()
@@ -96,6 +100,7 @@ class MCPServer:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         name: str | None = None,
+        protocol: Protocol = "auto",
         **options: Any,
     ) -> MCPServer:
         """A server started as a subprocess that speaks MCP on its stdin and stdout (`env`:
@@ -104,7 +109,7 @@ class MCPServer:
             command=command, args=list(args), env=None if env is None else dict(env), cwd=cwd
         )
         return cls(
-            lambda: Client(params, elicitation_callback=_legacy_elicitation),
+            lambda asked: Client(params, elicitation_callback=asked, mode=protocol),
             name=name or options.get("namespace") or command.rsplit("/", 1)[-1],
             **options,
         )
@@ -116,14 +121,15 @@ class MCPServer:
         *,
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        protocol: Protocol = "auto",
         **options: Any,
     ) -> MCPServer:
         """A server reached over streamable HTTP at `url` (`headers`: sent with every
         request, e.g. `{"Authorization": "Bearer ..."}`)."""
 
-        def make_client() -> Client:
+        def make_client(asked: ElicitationFnT) -> Client:
             transport = _http_transport(url, dict(headers or {}))
-            return Client(transport, elicitation_callback=_legacy_elicitation)
+            return Client(transport, elicitation_callback=asked, mode=protocol)
 
         return cls(make_client, name=name or options.get("namespace") or url, **options)
 
@@ -197,8 +203,12 @@ class MCPServer:
             error = f"the MCP server {self.name!r} could not be reached: {_said(exc)}"
             raise MCPToolError(error) from None
         try:
-            async with asyncio.timeout(self.timeout):  # the call's, not the server's start
-                return await call_rounds(session, remote, arguments, ctx)
+            with self._questions.calling(ctx) as asking:
+                async with asyncio.timeout(self.timeout):  # the call's, not the server's start
+                    text = await call_rounds(session, remote, arguments, ctx)
+            if asking.pending is not None:  # asked mid-call (pre-2026): its result set aside
+                raise asking.pending
+            return text
         except (MCPToolError, AskPending):
             raise
         except MCPError as exc:
@@ -231,7 +241,7 @@ class MCPServer:
     async def _session(self) -> ClientSession:
         async with self._lock:
             if self._connection is None:
-                connection = Connection(self._make_client)
+                connection = Connection(lambda: self._make_client(self._questions.answer))
                 try:
                     session = await connection.open()
                 except BaseException:
@@ -280,13 +290,3 @@ async def _all_tools(session: ClientSession) -> list[MCPToolInfo]:
         if not page.next_cursor:
             return infos
         params = PaginatedRequestParams(cursor=page.next_cursor)
-
-
-async def _legacy_elicitation(
-    context: ClientRequestContext, params: ElicitRequestParams
-) -> ElicitResult | ErrorData:
-    """A pre-2026 server asking mid-call: the question cannot wait durably there (the call
-    would have to stay open), so it is cancelled; 2026-07-28 servers ask through the call's
-    result and are answered durably (see `call_rounds`). Declared so the server knows the
-    client can be asked."""
-    return ElicitResult(action="cancel")
