@@ -64,6 +64,8 @@ async def test_an_ask_answered_by_the_cli_in_another_process_reruns_the_body_onc
     done = await agent(db, log, model).resume("run-1")
     assert (done.status, done.output) == ("done", "Deployed.")
     assert log.read_text().splitlines() == ["before", "before", "after 3"]
+    asked = [t.event for t in done.transitions if t.target == "awaiting_approval"]
+    assert asked == ["reapprove"]  # the question was put once
     assert model.requests[1].messages[-1].content == "deployed prod with 3 replicas"
 
 
