@@ -191,3 +191,13 @@ def test_import_loopstate_imports_no_mcp() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
+
+
+def test_a_flow_phase_refuses_an_mcp_server_in_its_own_tools(root: Path) -> None:
+    from loopstate import Phase, ScriptedModel
+    from loopstate.engine.errors import DefinitionError
+    from loopstate.machines.flows.phase import BoundPhase
+
+    phase = Phase(tools=[stdio_files(root)])  # type: ignore[list-item]
+    with pytest.raises(DefinitionError, match="give it to an agent phase's Agent"):
+        BoundPhase.build("work", phase, ScriptedModel(["ok"]))

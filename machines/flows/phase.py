@@ -16,7 +16,7 @@ from loopstate.engine.errors import DefinitionError
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.options import StopCondition
 from loopstate.engine.state import CallRecord, RunState
-from loopstate.engine.tool import Tool
+from loopstate.engine.tool import Tool, Toolset
 
 if TYPE_CHECKING:
     from loopstate.machines.agent.agent import Agent
@@ -105,6 +105,11 @@ class BoundPhase:
         if spec.action is None and model is None:
             raise DefinitionError(f"phase {name!r} has no model (give it one, or models=)")
         model = model if spec.action is None else None  # a code phase calls no model
+        if any(isinstance(t, Toolset) for t in spec.tools):
+            raise DefinitionError(
+                f"phase {name!r}: a toolset (e.g. an MCP server) is listed when a run starts; "
+                "give it to an agent phase's Agent(tools=...) instead"
+            )
         tools = {t.name: t for t in spec.tools}
         stops = tuple(spec.stop_when)
         output = Output(spec.output) if isinstance(spec.output, type) else spec.output
