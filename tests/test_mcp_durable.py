@@ -25,6 +25,8 @@ from loopstate.service import Service, install_errors, service_router
 from loopstate.tools.mcp import MCPServer
 
 CHILD = Path(__file__).with_name("mcp_child.py")
+
+pytestmark = pytest.mark.slow  # each test starts real MCP server processes
 CONFIRMATION = {
     "type": "object",
     "properties": {"confirm": {"title": "Confirm", "type": "boolean"},

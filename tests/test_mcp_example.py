@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "mcp_files.py"
+
+pytestmark = pytest.mark.slow  # each test starts real MCP server processes
 
 
 def test_the_mcp_example_runs_its_server_and_waits_where_it_should() -> None:

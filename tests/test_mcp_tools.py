@@ -16,6 +16,8 @@ from mcp_support import files_agent, stdio_files
 from loopstate import ApprovalPolicy, Approve, Rule
 from loopstate.engine.models.scripted import call, calls
 
+pytestmark = pytest.mark.slow  # each test starts real MCP server processes
+
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
