@@ -100,6 +100,22 @@ async def test_a_policy_and_needs_approval_win_over_the_annotations(
     assert (done.status, (root / "a.txt").read_text()) == ("done", "x")
 
 
+async def test_a_remembered_approval_covers_the_mcp_tools_later_calls(
+    tmp_path: Path, root: Path
+) -> None:
+    script = [
+        call("files_write_file", {"path": "a.txt", "content": "1"}),
+        call("files_write_file", {"path": "b.txt", "content": "2"}),
+        "both",
+    ]
+    agent = files_agent(tmp_path / "runs.db", script, stdio_files(root))
+    first = await agent.run("write two")
+    (pending,) = first.pending
+    done = await agent.resume("run-1", {pending.call_id: Approve(remember=True)})
+    assert done.status == "done"  # the second write ran without asking
+    assert ((root / "a.txt").read_text(), (root / "b.txt").read_text()) == ("1", "2")
+
+
 async def test_results_keep_text_structured_content_images_and_errors(
     tmp_path: Path, root: Path
 ) -> None:
