@@ -48,6 +48,38 @@ def model_error(exc: Exception, model: str) -> ModelError:
     )
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes, outermost first (litellm's `original_exception` first)."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and len(chain) < 16 and link not in chain:
+        chain.append(link)
+        original = getattr(link, "original_exception", None)
+        link = (
+            original
+            if isinstance(original, BaseException)
+            else (link.__cause__ or link.__context__)
+        )
+    return chain
+
+
+# What a changed litellm or SDK raises (a name moved, a signature changed): never a provider's.
+_CONTRACT = (ImportError, AttributeError, TypeError, NameError)
+# Where the provider's and the network's failures come from.
+_TRANSPORT = frozenset({"openai", "litellm", "httpx", "httpcore", "anyio"})
+
+
+def provider_failure(exc: BaseException) -> bool:
+    """Whether `exc` reports the provider or the network (a status, a timeout, a dropped
+    connection), not code that no longer fits (`_CONTRACT` anywhere in its causes)."""
+    chain = _chain(exc)
+    if any(isinstance(e, _CONTRACT) for e in chain):
+        return False
+    return isinstance(exc, TimeoutError | ConnectionError) or any(
+        c.__module__.split(".")[0] in _TRANSPORT for c in type(exc).__mro__
+    )
+
+
 def _error_object(exc: Exception) -> dict[str, Any]:
     """The provider's error object (`{"type", "message", ...}`), wherever litellm left it."""
     body = getattr(exc, "body", None)
