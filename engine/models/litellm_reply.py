@@ -12,6 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import AssistantMessage, FunctionCall, Origin, Thinking, ToolCall
 from loopstate.engine.model import ModelResponse, Usage
+from loopstate.engine.models.litellm_contract import response_cost
 
 _THINKING: TypeAdapter[tuple[Thinking, ...]] = TypeAdapter(tuple[Thinking, ...])
 # Carried by typed fields of the message, or by a call's own fields.
@@ -92,7 +93,7 @@ def usage_of(raw: Any) -> Usage:
     usage = getattr(raw, "usage", None)
     prompt = getattr(usage, "prompt_tokens_details", None)
     completion = getattr(usage, "completion_tokens_details", None)
-    cost = _cost(raw)
+    cost = response_cost(raw)
     return Usage(
         prompt_tokens=_count(usage, "prompt_tokens"),
         completion_tokens=_count(usage, "completion_tokens"),
@@ -108,19 +109,3 @@ def usage_of(raw: Any) -> Usage:
 def _count(source: Any, name: str) -> int:
     value = getattr(source, name, None)
     return value if isinstance(value, int) else 0
-
-
-def _cost(raw: Any) -> float | None:
-    """The call's cost in USD as litellm priced it during the call; None when it could not
-    (the model is not in its cost map): unknown, not free.
-
-    litellm computes it with the call's full context (provider, custom prices passed as
-    settings). Calling `completion_cost` again afterwards loses that context and raises for
-    unknown models.
-    """
-    hidden = getattr(raw, "_hidden_params", None)  # a dict, or a HiddenParams model
-    if isinstance(hidden, dict):
-        cost = hidden.get("response_cost")
-    else:
-        cost = getattr(hidden, "response_cost", None)
-    return float(cost) if isinstance(cost, int | float) else None
