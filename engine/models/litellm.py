@@ -30,8 +30,9 @@ if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not 
     from loopstate.engine.models.openai_client import DirectPayloadClient
     from loopstate.engine.models.openai_direct import ThinCall
     from loopstate.engine.models.openai_stream import ThinStream
+    from loopstate.engine.models.provider_path import ProviderPath
 
-    Client: TypeAlias = DirectPayloadClient | RecordingHandler
+    Client: TypeAlias = DirectPayloadClient | RecordingHandler | Any
 
 T = TypeVar("T")
 
@@ -65,7 +66,9 @@ def _capturing() -> AbstractContextManager[list[tuple[str, Any]]]:
 
 
 def _closed(client: Client | None) -> bool:
-    return client is not None and client.is_closed()
+    if client is None:
+        return False
+    return bool(client.is_closed())  # every client here says
 
 
 class LiteLLMModel:
@@ -99,7 +102,7 @@ class LiteLLMModel:
         self._client: tuple[asyncio.AbstractEventLoop, Client | None] | None = None
         self._fast_on = direct
         """The fast path is used: `direct` asked for it and it has not failed (`_disable`)."""
-        self._thin: ThinCall | ThinAnthropic | None = None
+        self._thin: ThinCall | ThinAnthropic | ProviderPath | None = None
         self._streamer: tuple[DirectPayloadClient, ThinStream] | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
@@ -158,7 +161,7 @@ class LiteLLMModel:
         reason = f"{type(exc).__name__}: {exc}"
         get_logger().warning("fast_path_disabled", model=self._name, reason=reason)
 
-    def _thin_path(self) -> ThinCall | ThinAnthropic | None:
+    def _thin_path(self) -> ThinCall | ThinAnthropic | ProviderPath | None:
         if self._direct_client() is None:
             return None
         return self._thin
@@ -175,10 +178,13 @@ class LiteLLMModel:
                 raise model_error(exc, self._name) from exc
         return raw, captured
 
-    def _capturing(self) -> AbstractContextManager[list[tuple[str, Any]]]:
+    def _capturing(self) -> AbstractContextManager[list[Any]]:
         """What litellm hands the fast path's client, recorded (the fast path's template)."""
         if self._fast_on and self._client is not None and self._client[1] is not None:
-            capturing = self._fast(_capturing)
+            own = getattr(self._thin, "capturing", None)
+            capturing: AbstractContextManager[list[Any]] | None = self._fast(
+                own if callable(own) else _capturing
+            )
             if capturing is not None:
                 return capturing
         return nullcontext([])
@@ -254,6 +260,12 @@ class LiteLLMModel:
 
                 self._thin = ThinCall(litellm, client, self._name, self.settings)
             return client
+        from loopstate.engine.models.provider_path import PROVIDERS, ProviderPath
+
+        if provider in PROVIDERS and isinstance(self.settings.get("api_key"), str):
+            path = ProviderPath(litellm, self._name, self.origin, self.settings)
+            self._thin = path
+            return path
         if provider != "anthropic":
             return None
         from loopstate.engine.models.anthropic_client import anthropic_handler
@@ -271,8 +283,8 @@ class LiteLLMModel:
             arguments["num_retries"] = 0
         arguments["model"] = self._name
         client = self._fast(self._direct_client)
-        if client is not None:
-            arguments["client"] = client
+        if client is not None:  # a provider path hands litellm its HTTP handler
+            arguments["client"] = getattr(client, "handler", client)
         arguments["messages"] = provider_messages(request.messages, self.origin)
         if request.tools:
             arguments["tools"] = [d.to_wire() for d in request.tools]

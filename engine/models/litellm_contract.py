@@ -34,3 +34,15 @@ def response_cost(raw: Any) -> float | None:
     else:
         cost = getattr(hidden, "response_cost", None)
     return float(cost) if isinstance(cost, int | float) else None
+
+
+def http_handler(transport: Any) -> Any:
+    """Litellm's HTTP handler (what its base handler posts with) over `transport`.
+
+    Borrowed: `litellm.llms.custom_httpx.http_handler.AsyncHTTPHandler`, the type litellm's
+    base handler takes as `client` (its `transport` argument: an httpx transport of ours, so
+    litellm's requests are seen as they go out, without subclassing its handler).
+    """
+    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+    return AsyncHTTPHandler(transport=transport)

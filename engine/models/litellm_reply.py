@@ -22,12 +22,16 @@ _CALL_KEYS = frozenset({"id", "type", "function", "index"})
 _TOP_LEVEL_EXTRAS = ("reasoning_details",)
 
 
-def read_reply(raw: Any, origin: Origin) -> ModelResponse:
+_KEPT = object()
+
+
+def read_reply(raw: Any, origin: Origin, cost: float | object | None = _KEPT) -> ModelResponse:
+    """`raw` (litellm's reply) as a `ModelResponse`; its cost as litellm kept it, or `cost`."""
     try:
         choice = raw.choices[0]
         return ModelResponse(
             message=assistant_message(choice.message, origin),
-            usage=usage_of(raw),
+            usage=usage_of(raw, cost),
             model=getattr(raw, "model", None) or origin.model,
             finish_reason=getattr(choice, "finish_reason", None),
         )
@@ -89,11 +93,12 @@ def _raw_arguments(function: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
 
 
-def usage_of(raw: Any) -> Usage:
+def usage_of(raw: Any, cost: float | object | None = _KEPT) -> Usage:
     usage = getattr(raw, "usage", None)
     prompt = getattr(usage, "prompt_tokens_details", None)
     completion = getattr(usage, "completion_tokens_details", None)
-    cost = response_cost(raw)
+    priced = response_cost(raw) if cost is _KEPT else cost
+    cost_usd = priced if isinstance(priced, float) else None
     return Usage(
         prompt_tokens=_count(usage, "prompt_tokens"),
         completion_tokens=_count(usage, "completion_tokens"),
@@ -101,8 +106,8 @@ def usage_of(raw: Any) -> Usage:
         cache_creation_tokens=_count(usage, "cache_creation_input_tokens")
         or _count(prompt, "cache_creation_tokens"),
         reasoning_tokens=_count(completion, "reasoning_tokens"),
-        cost_usd=cost,
-        unpriced=1 if cost is None else 0,
+        cost_usd=cost_usd,
+        unpriced=1 if cost_usd is None else 0,
     )
 
 
