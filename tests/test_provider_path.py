@@ -29,7 +29,7 @@ Replies = Callable[[int], dict[str, Any]]
 # Each provider's model (priced in litellm's map where it has one) and its n-th reply.
 PROVIDERS: dict[str, tuple[str, Replies]] = {
     "groq": (
-        "groq/llama-3.3-70b-versatile",
+        "groq/openai/gpt-oss-20b",
         lambda n: pr.groq("Thinking.", pr.gemini_call(f"c{n}.py", call_id=f"call_{n}")),
     ),
     "deepseek": (

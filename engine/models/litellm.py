@@ -260,9 +260,10 @@ class LiteLLMModel:
 
                 self._thin = ThinCall(litellm, client, self._name, self.settings)
             return client
-        from loopstate.engine.models.provider_path import PROVIDERS, ProviderPath
+        from loopstate.engine.models.provider_path import PROVIDERS, ProviderPath, eligible
 
-        if provider in PROVIDERS and isinstance(self.settings.get("api_key"), str):
+        key = self.settings.get("api_key")
+        if provider in PROVIDERS and isinstance(key, str) and eligible(litellm, self.settings):
             path = ProviderPath(litellm, self._name, self.origin, self.settings)
             self._thin = path
             return path
