@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import provider_replies as pr
 import pytest
-from model_server import Reply, dropped_connection, serve, text_reply
+from model_server import Reply, dropped_connection, raw_reply, serve, text_reply
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import UserMessage
@@ -22,7 +23,10 @@ MALFORMED = {
 
 
 def _model(provider: str, base: str, **settings: Any) -> LiteLLMModel:
-    name = {"openai": "openai/gpt-4o-mini", "anthropic": "anthropic/claude-sonnet-4-5"}[provider]
+    name = {
+        "openai": "openai/gpt-4o-mini", "anthropic": "anthropic/claude-sonnet-4-5",
+        "groq": "groq/openai/gpt-oss-20b",
+    }[provider]  # fmt: skip
     return LiteLLMModel(name, api_base=base, **settings)
 
 
@@ -33,13 +37,14 @@ async def _failure(model: LiteLLMModel) -> ModelError:
 
 
 @pytest.mark.parametrize("reply", MALFORMED.values(), ids=MALFORMED)
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "groq"])
 @pytest.mark.parametrize("direct", [False, True], ids=["litellm", "fast path"])
 async def test_a_200_reply_that_cannot_be_read_is_a_bad_response(
     provider: str, reply: Reply, direct: bool
 ) -> None:
-    with serve(text_reply("warm"), reply) as server:
-        base = server.openai_base if provider == "openai" else server.url
+    warm = raw_reply(pr.groq("Warm.")) if provider == "groq" else text_reply("warm")
+    with serve(warm, reply) as server:
+        base = server.url if provider == "anthropic" else server.openai_base
         model = _model(provider, base, api_key="k", direct=direct)
         await model.complete(ASK)  # the fast path's template, when on
         error = await _failure(model)

@@ -260,11 +260,11 @@ class LiteLLMModel:
 
                 self._thin = ThinCall(litellm, client, self._name, self.settings)
             return client
-        from loopstate.engine.models.provider_path import PROVIDERS, ProviderPath, eligible
+        from loopstate.engine.models.provider_path import PROVIDERS, eligible, provider_path
 
         key = self.settings.get("api_key")
         if provider in PROVIDERS and isinstance(key, str) and eligible(litellm, self.settings):
-            path = ProviderPath(litellm, self._name, self.origin, self.settings)
+            path = provider_path(litellm, self._name, self.origin, self.settings)
             self._thin = path
             return path
         if provider != "anthropic":

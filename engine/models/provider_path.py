@@ -31,8 +31,10 @@ Vertex, SageMaker, Azure AD: `SIGNED`), stay on `acompletion`.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
+import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -165,6 +167,8 @@ class ProviderPath:
     def __init__(self, litellm: Any, name: str, origin: Origin, settings: dict[str, Any]) -> None:
         self._litellm = litellm
         self._origin = origin
+        self.loop = asyncio.get_running_loop()
+        """An HTTP client's pool belongs to the event loop that opened it."""
         self._name = name
         self._provider = origin.provider
         self._settings = settings
@@ -239,12 +243,14 @@ class ProviderPath:
         self, response: httpx.Response, template: Template, messages: list[Any], origin: Origin
     ) -> ModelResponse:
         try:
-            json.loads(response.content)
-        except ValueError as exc:
-            raise ModelError(
-                f"model {self._name} failed: the reply is not JSON: {response.text[:200]!r}",
+            reply = json.loads(response.content)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
+            raise ModelError(  # a proxy's page, or JSON that is no completion
+                f"model {self._name} failed: the reply is no completion: {response.text[:200]!r}",
                 error_type="bad_response",
-            ) from exc
+            )
         body = template.body
         optional = {k: v for k, v in body.items() if k not in ("model", "messages")}
         raw = self._contract().transform_response(
@@ -272,6 +278,22 @@ class ProviderPath:
                 model=self._name.split("/", 1)[-1], provider=litellm.LlmProviders(self._provider)
             )
         return self._config
+
+
+_PATHS: weakref.WeakValueDictionary[tuple[str, str], ProviderPath] = weakref.WeakValueDictionary()
+
+
+def provider_path(
+    litellm: Any, name: str, origin: Origin, settings: dict[str, Any]
+) -> ProviderPath:
+    """The fast path of models of this name and these settings on this event loop: shared by
+    them (its client's pool and its templates; a service may make a model per request), held
+    only while one of them holds it."""
+    key = (name, repr(sorted(settings.items(), key=lambda item: item[0])))
+    path = _PATHS.get(key)
+    if path is None or path.loop is not asyncio.get_running_loop() or path.is_closed():
+        path = _PATHS[key] = ProviderPath(litellm, name, origin, settings)
+    return path
 
 
 def _status_error(model: str, response: httpx.Response) -> ModelError:
