@@ -15,6 +15,8 @@ it (this machine's speed drifts between repeats; pairs drift together):
 - loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`, and the same with `direct=False` (every
   call through `litellm.acompletion`, as before the thin path of `engine/models/openai_direct.py`);
   the model is `openai/gpt-4o-mini`, which litellm prices: each call's cost is computed (checked);
+- loopstate against Groq-, DeepSeek- (reasoning) and Gemini-compatible-shaped replies
+  (`SHAPED`), each ratio still to the same raw POST of the plain OpenAI shape;
 - pydantic-ai and the OpenAI Agents SDK with their own OpenAI client, in their own virtualenv
   `.venv-peers` and process (`bench/real_step_peers.py` says how to make it; they need openai>=3,
   litellm openai<3): "not installed" without it.
@@ -98,13 +100,36 @@ async def litellm_alone(base: str, steps: int) -> None:
     assert messages[-1]["content"] == "Done.", messages[-1]
 
 
-async def loopstate(base: str, steps: int, *, direct: bool = True) -> None:
-    model = LiteLLMModel(f"openai/{MODEL}", api_base=base, api_key="k", direct=direct)
+async def loopstate(
+    base: str, steps: int, *, direct: bool = True, name: str = f"openai/{MODEL}"
+) -> None:
+    model = LiteLLMModel(name, api_base=base, api_key="k", direct=direct)
     agent = Agent(model, [echo], store=MemoryStore(), max_steps=10**6)
     result = await agent.run("go")
     assert (result.status, result.steps) == ("done", steps), result
-    assert result.usage.cost_usd, result.usage  # priced: each call's cost computed
-    assert not result.usage.unpriced, result.usage
+    if not name.startswith("openai/gemini"):  # litellm prices none of openai/gemini-*
+        assert result.usage.cost_usd, result.usage  # priced: each call's cost computed
+        assert not result.usage.unpriced, result.usage
+
+
+def shaped(shape: str, name: str, *, direct: bool = True) -> Variant:
+    """`loopstate` against the server's replies in `shape`'s form (`wire_server.py`)."""
+
+    async def variant(base: str, steps: int) -> None:
+        await loopstate(base.replace("/h", f"/{shape}/h", 1), steps, direct=direct, name=name)
+
+    return variant
+
+
+# Other providers' shapes: Groq and DeepSeek (litellm's base HTTP handler: `provider_path`),
+# Gemini's OpenAI-compatible endpoint (an `openai/` model with its `api_base`).
+SHAPED = {
+    "groq/": shaped("groq", "groq/openai/gpt-oss-20b"),
+    "groq/ direct=False": shaped("groq", "groq/openai/gpt-oss-20b", direct=False),
+    "deepseek/ reasoning": shaped("deepseek", "deepseek/deepseek-reasoner"),
+    "deepseek/ direct=False": shaped("deepseek", "deepseek/deepseek-reasoner", direct=False),
+    "gemini-compatible": shaped("gemini", "openai/gemini-2.5-flash"),
+}
 
 
 async def loopstate_via_litellm(base: str, steps: int) -> None:
@@ -229,7 +254,7 @@ def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     variants: dict[str, Variant] = {
         "raw httpx": raw_httpx, "litellm alone": litellm_alone,
-        "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm,
+        "loopstate": loopstate, "loopstate direct=False": loopstate_via_litellm, **SHAPED,
     }  # fmt: skip
     missing: list[str] = []
     with wire_server() as base:

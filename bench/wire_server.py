@@ -5,7 +5,10 @@
 `POST /h{N}/v1/chat/completions` answers a tool call (`echo`, a fresh id each time) until the
 request carries N-1 tool results, then a text answer: a run against `/h{N}/v1` makes exactly N
 model calls. `POST /h{N}/v1/messages` does the same in Anthropic's format (`tool_use` blocks,
-counting `tool_result` blocks). The body is never parsed (a byte count), so the server costs
+counting `tool_result` blocks). `/groq/h{N}/v1`, `/deepseek/h{N}/v1` and `/gemini/h{N}/v1`
+answer in those providers' shapes (Groq's `service_tier` and `x_groq`; DeepSeek's
+`reasoning_content` and cache-hit usage; Gemini's OpenAI-compatible calls without ids, with a
+thought signature). The body is never parsed (a byte count), so the server costs
 the client nothing and lives in its own process: the client's `time.process_time` is the
 client's alone.
 """
@@ -21,26 +24,47 @@ import sys
 _ids = itertools.count()
 
 
-def _reply(call: bool) -> bytes:
+# Provider shapes (after recorded replies, as in tests/provider_replies.py), by path prefix.
+_MODELS = {
+    b"": "gpt-4o-mini-2024-07-18",  # priced in litellm's local map
+    b"groq": "openai/gpt-oss-20b",
+    b"deepseek": "deepseek-reasoner",
+    b"gemini": "gemini-2.5-flash",
+}
+
+
+def _reply(call: bool, shape: bytes = b"") -> bytes:
     message: dict[str, object] = {"role": "assistant", "content": None if call else "Done."}
     if call:
-        message["tool_calls"] = [
-            {
-                "id": f"call_{next(_ids)}",
-                "type": "function",
-                "function": {"name": "echo", "arguments": '{"x": 1}'},
-            }
-        ]
-    body = {
+        tool_call: dict[str, object] = {
+            "id": f"call_{next(_ids)}",
+            "type": "function",
+            "function": {"name": "echo", "arguments": '{"x": 1}'},
+        }
+        if shape == b"gemini":  # no call ids, a thought signature on the call
+            tool_call["id"] = ""
+            tool_call["extra_content"] = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
+        message["tool_calls"] = [tool_call]
+    usage: dict[str, object] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    body: dict[str, object] = {
         "id": "chatcmpl-bench",
         "object": "chat.completion",
         "created": 1700000000,
-        "model": "gpt-4o-mini-2024-07-18",  # priced in litellm's local map
+        "model": _MODELS[shape],
         "choices": [
             {"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}
         ],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        "usage": usage,
     }
+    if shape == b"groq":
+        body |= {"service_tier": "on_demand", "x_groq": {"id": "req_01k5ax7kyvfkf8qz4gbm2mpcw9"}}
+    if shape == b"deepseek":
+        message["reasoning_content"] = "Echo one."
+        usage |= {
+            "prompt_tokens_details": {"cached_tokens": 8},
+            "completion_tokens_details": {"reasoning_tokens": 3},
+            "prompt_cache_hit_tokens": 8, "prompt_cache_miss_tokens": 3,
+        }  # fmt: skip
     return json.dumps(body).encode()
 
 
@@ -73,11 +97,13 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length)
-            steps = int(path.split(b"/")[1][1:]) if path.startswith(b"/h") else 1
+            parts = path.split(b"/")
+            shape = parts.pop(1) if parts[1] in _MODELS else b""
+            steps = int(parts[1][1:]) if parts[1].startswith(b"h") else 1
             if path.endswith(b"/messages"):
                 payload = _anthropic_reply(body.count(b'"tool_use_id"') < steps - 1)
             else:
-                payload = _reply(body.count(b'"tool_call_id"') < steps - 1)
+                payload = _reply(body.count(b'"tool_call_id"') < steps - 1, shape)
             writer.write(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                 b"content-length: %d\r\n\r\n%s" % (len(payload), payload)

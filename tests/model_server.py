@@ -52,6 +52,8 @@ class Reply:
     """Close the connection without any response."""
     body: dict[str, Any] | None = None
     """A raw provider JSON body, sent as is (with `status`): a recorded real reply."""
+    raw: bytes | None = None
+    """A body sent byte for byte (with `status`, as JSON's content type): a malformed reply."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra response headers (e.g. `("retry-after", "7")`)."""
     cut: int | None = None
@@ -312,8 +314,8 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             time.sleep(reply.delay)
             if reply.drop:
                 self.close_connection = True
-            elif reply.body is not None:
-                self._send(reply.status, reply.body, reply.headers)
+            elif reply.body is not None or reply.raw is not None:
+                self._send(reply.status, reply.raw or reply.body or {}, reply.headers)
             elif reply.status != 200:
                 self._send(reply.status, _error_body(anthropic, reply.status, "scripted error"))
             elif self._streamed:
@@ -349,9 +351,10 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 server.disconnected()
 
         def _send(
-            self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()
-        ) -> None:
-            data = json.dumps(payload).encode()
+            self, status: int, payload: dict[str, Any] | bytes,
+            headers: tuple[tuple[str, str], ...] = (),
+        ) -> None:  # fmt: skip
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             for name, value in headers:

@@ -168,7 +168,8 @@ async def test_a_process_killed_mid_stream_saves_nothing_partial_and_resumes_as_
 ) -> None:
     (tmp_path / "child.py").write_text(CHILD)
     db = tmp_path / "runs.db"
-    story = paced(text_reply(" ".join(["once"] * 500)), 0.01)
+    # Words that differ: litellm fails a stream that repeats one chunk ~100 times.
+    story = paced(text_reply(" ".join(f"w{n}" for n in range(500))), 0.01)
     with serve(story, text_reply("A short story.")) as server:
         child = await asyncio.create_subprocess_exec(
             sys.executable, "child.py", server.openai_base, str(db), cwd=tmp_path,

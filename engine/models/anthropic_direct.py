@@ -50,8 +50,8 @@ from loopstate.engine.models.anthropic_client import Posted, RecordingHandler
 from loopstate.engine.models.anthropic_history import Histories
 from loopstate.engine.models.anthropic_plain import counts, json_body, plain_reply
 from loopstate.engine.models.litellm_price import linear_price, priced_alike, set_price
-from loopstate.engine.models.openai_direct import eligible
 from loopstate.engine.models.openai_plain import Linear
+from loopstate.engine.models.provider_path import eligible
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _MESSAGE_KEYS = frozenset(

@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from loopstate.engine.errors import ModelError
+from loopstate.engine.logs import get_logger
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse
-from loopstate.engine.models.litellm_errors import model_error
+from loopstate.engine.models.litellm_errors import model_error, provider_failure
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import stream_reply
 from loopstate.engine.models.wire import provider_messages
@@ -26,8 +30,11 @@ if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not 
     from loopstate.engine.models.openai_client import DirectPayloadClient
     from loopstate.engine.models.openai_direct import ThinCall
     from loopstate.engine.models.openai_stream import ThinStream
+    from loopstate.engine.models.provider_path import ProviderPath
 
-    Client: TypeAlias = DirectPayloadClient | RecordingHandler
+    Client: TypeAlias = DirectPayloadClient | RecordingHandler | Any
+
+T = TypeVar("T")
 
 # Set by `complete` from the request; a setting of the same name would contradict it. A stream
 # would return chunks, not one reply.
@@ -52,8 +59,16 @@ def _import_litellm() -> Any:
     return litellm
 
 
+def _capturing() -> AbstractContextManager[list[tuple[str, Any]]]:
+    from loopstate.engine.models.openai_client import capturing
+
+    return capturing()
+
+
 def _closed(client: Client | None) -> bool:
-    return client is not None and client.is_closed()
+    if client is None:
+        return False
+    return bool(client.is_closed())  # every client here says
 
 
 class LiteLLMModel:
@@ -85,8 +100,9 @@ class LiteLLMModel:
         self._origin: Origin | None = None
         # Per event loop: an httpx connection pool belongs to the loop that opened it.
         self._client: tuple[asyncio.AbstractEventLoop, Client | None] | None = None
-        self._direct = direct
-        self._thin: ThinCall | ThinAnthropic | None = None
+        self._fast_on = direct
+        """The fast path is used: `direct` asked for it and it has not failed (`_disable`)."""
+        self._thin: ThinCall | ThinAnthropic | ProviderPath | None = None
         self._streamer: tuple[DirectPayloadClient, ThinStream] | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
@@ -101,35 +117,59 @@ class LiteLLMModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         litellm = _import_litellm()
-        thin = self._thin_path()
+        thin = self._fast(self._thin_path)
         if thin is not None:
-            try:
-                raw = await thin.complete(request, self.origin, self._name)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                raise model_error(exc, self._name) from exc
+            raw = await self._fast_call(thin.complete(request, self.origin, self._name))
             if isinstance(raw, ModelResponse):
                 return raw  # a plain reply, read by the thin path
             if raw is not None:
                 return read_reply(raw, self.origin)
         raw, captured = await self._through_litellm(litellm, self._arguments(request))
         reply = read_reply(raw, self.origin)
-        if thin is not None:
-            thin.remember(request, captured, raw)
+        if thin is not None and self._fast_on:
+            self._fast(lambda: thin.remember(request, captured, raw))
         return reply
 
-    def _thin_path(self) -> ThinCall | ThinAnthropic | None:
-        if not self._direct or self._direct_client() is None:
+    def _fast(self, part: Callable[[], T]) -> T | None:
+        """`part` of the fast path, or None: the fast path is off, or `part` failed in a way no
+        provider causes (a changed litellm or SDK: `_disable`)."""
+        if not self._fast_on:
+            return None
+        try:
+            return part()
+        except Exception as exc:
+            self._disable(exc)
+            return None
+
+    async def _fast_call(self, call: Awaitable[T]) -> T | None:
+        """The fast path's call: its reply; its provider's failure as a `ModelError`; None
+        (the call goes through litellm) when it failed any other way."""
+        try:
+            return await call
+        except (asyncio.CancelledError, ModelError):
+            raise
+        except Exception as exc:
+            if not provider_failure(exc):
+                self._disable(exc)
+                return None
+            raise model_error(exc, self._name) from exc
+
+    def _disable(self, exc: BaseException) -> None:
+        """Every later call of this model goes through `litellm.acompletion`; said once."""
+        self._fast_on = False
+        self._client = None
+        reason = f"{type(exc).__name__}: {exc}"
+        get_logger().warning("fast_path_disabled", model=self._name, reason=reason)
+
+    def _thin_path(self) -> ThinCall | ThinAnthropic | ProviderPath | None:
+        if self._direct_client() is None:
             return None
         return self._thin
 
     async def _through_litellm(
         self, litellm: Any, arguments: dict[str, Any]
     ) -> tuple[Any, list[tuple[str, Any]]]:
-        from loopstate.engine.models.openai_client import capturing
-
-        with capturing() as captured:
+        with self._capturing() as captured:
             try:
                 raw = await litellm.acompletion(**arguments)
             except asyncio.CancelledError:
@@ -138,23 +178,32 @@ class LiteLLMModel:
                 raise model_error(exc, self._name) from exc
         return raw, captured
 
+    def _capturing(self) -> AbstractContextManager[list[Any]]:
+        """What litellm hands the fast path's client, recorded (the fast path's template)."""
+        if self._fast_on and self._client is not None and self._client[1] is not None:
+            own = getattr(self._thin, "capturing", None)
+            capturing: AbstractContextManager[list[Any]] | None = self._fast(
+                own if callable(own) else _capturing
+            )
+            if capturing is not None:
+                return capturing
+        return nullcontext([])
+
     async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
         """`complete`, streamed: deltas reported as they arrive, the same reply returned
         (with usage and cost). A truncated, dropped or stalled stream is a `ModelError`."""
         litellm = _import_litellm()
-        thin = self._thin_stream()
+        thin = self._fast(self._thin_stream)
         if thin is not None:
-            reply = await thin.stream(request, self.origin, listener, self.stall_s)
+            reply = await self._fast_call(thin.stream(request, self.origin, listener, self.stall_s))
             if reply is not None:
                 return reply
-        from loopstate.engine.models.openai_client import capturing
-
-        with capturing() as captured:
+        with self._capturing() as captured:
             reply = await stream_reply(
                 litellm, self._arguments(request), self.origin, listener, self.stall_s
             )
-        if thin is not None:
-            thin.remember_stream(request, captured)
+        if thin is not None and self._fast_on:
+            self._fast(lambda: thin.remember_stream(request, captured))
         return reply
 
     def _thin_stream(self) -> ThinStream | None:
@@ -164,7 +213,7 @@ class LiteLLMModel:
 
         self._thin_path()
         client = None if self._client is None else self._client[1]
-        if not self._direct or not isinstance(client, DirectPayloadClient):
+        if not isinstance(client, DirectPayloadClient):
             return None
         if self._streamer is None or self._streamer[0] is not client:
             from loopstate.engine.models.openai_stream import ThinStream
@@ -201,16 +250,27 @@ class LiteLLMModel:
     def _new_client(self) -> Client | None:
         """The client litellm is handed for this model, and the thin path over it."""
         litellm, provider = _import_litellm(), self.origin.provider
-        from loopstate.engine.models.anthropic_client import anthropic_handler
-        from loopstate.engine.models.openai_client import direct_payload_client
-
         self._thin = None
-        client = direct_payload_client(litellm, provider, self.settings)
-        if client is not None:
-            from loopstate.engine.models.openai_direct import ThinCall
+        if provider == "openai":
+            from loopstate.engine.models.openai_client import direct_payload_client
 
-            self._thin = ThinCall(litellm, client, self._name, self.settings)
+            client = direct_payload_client(litellm, provider, self.settings)
+            if client is not None:
+                from loopstate.engine.models.openai_direct import ThinCall
+
+                self._thin = ThinCall(litellm, client, self._name, self.settings)
             return client
+        from loopstate.engine.models.provider_path import PROVIDERS, eligible, provider_path
+
+        key = self.settings.get("api_key")
+        if provider in PROVIDERS and isinstance(key, str) and eligible(litellm, self.settings):
+            path = provider_path(litellm, self._name, self.origin, self.settings)
+            self._thin = path
+            return path
+        if provider != "anthropic":
+            return None
+        from loopstate.engine.models.anthropic_client import anthropic_handler
+
         handler = anthropic_handler(litellm, provider, self.settings)
         if handler is not None:
             from loopstate.engine.models.anthropic_direct import ThinAnthropic
@@ -223,9 +283,9 @@ class LiteLLMModel:
         if "num_retries" not in arguments and "max_retries" not in arguments:
             arguments["num_retries"] = 0
         arguments["model"] = self._name
-        client = self._direct_client()
-        if client is not None:
-            arguments["client"] = client
+        client = self._fast(self._direct_client)
+        if client is not None:  # a provider path hands litellm its HTTP handler
+            arguments["client"] = getattr(client, "handler", client)
         arguments["messages"] = provider_messages(request.messages, self.origin)
         if request.tools:
             arguments["tools"] = [d.to_wire() for d in request.tools]

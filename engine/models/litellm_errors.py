@@ -36,7 +36,7 @@ def model_error(exc: Exception, model: str) -> ModelError:
     if kind == "Timeout":
         status, error_type = None, "timeout"
     elif kind == "APIConnectionError" or (headers is None and not error and status in (None, 500)):
-        status, error_type = None, "connection"
+        status, error_type = None, _unanswered(exc)
     elif error_type == "overloaded_error":
         status = _OVERLOADED
     return ModelError(
@@ -45,6 +45,61 @@ def model_error(exc: Exception, model: str) -> ModelError:
         error_type=error_type,
         provider_message=_text(error.get("message")),
         retry_after=retry_after(headers),
+    )
+
+
+# Failures of the connection itself, by the class names httpx, httpcore, aiohttp, the SDK and
+# Python give them (a class of that name anywhere in the cause's own hierarchy).
+_NO_REPLY = frozenset(
+    {"TransportError", "APIConnectionError", "ClientError", "ConnectionError", "TimeoutError",
+     "TimeoutException", "ProtocolError", "OSError"}
+)  # fmt: skip
+
+
+def _unanswered(exc: BaseException) -> str:
+    """Why no status came with `exc`: the connection failed (`connection`, retryable), the
+    SDK was not configured (`configuration`: no API key; not retryable), or a reply came that
+    could not be read (`bad_response`: a proxy's HTML page, JSON that is not a completion)."""
+    for link in _chain(exc):
+        names = {c.__name__ for c in type(link).__mro__}
+        if type(link).__module__.split(".")[0] == "litellm":
+            continue  # litellm's wrappers: the cause is further down, if anywhere
+        if names & _NO_REPLY:
+            return "connection"
+        if type(link).__name__ == "OpenAIError":  # the SDK's own base: raised before sending
+            return "configuration"
+    return "bad_response"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes, outermost first (litellm's `original_exception` first)."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and len(chain) < 16 and link not in chain:
+        chain.append(link)
+        original = getattr(link, "original_exception", None)
+        link = (
+            original
+            if isinstance(original, BaseException)
+            else (link.__cause__ or link.__context__)
+        )
+    return chain
+
+
+# What a changed litellm or SDK raises (a name moved, a signature changed): never a provider's.
+_CONTRACT = (ImportError, AttributeError, TypeError, NameError)
+# Where the provider's and the network's failures come from.
+_TRANSPORT = frozenset({"openai", "litellm", "httpx", "httpcore", "anyio"})
+
+
+def provider_failure(exc: BaseException) -> bool:
+    """Whether `exc` reports the provider or the network (a status, a timeout, a dropped
+    connection), not code that no longer fits (`_CONTRACT` anywhere in its causes)."""
+    chain = _chain(exc)
+    if any(isinstance(e, _CONTRACT) for e in chain):
+        return False
+    return isinstance(exc, TimeoutError | ConnectionError) or any(
+        c.__module__.split(".")[0] in _TRANSPORT for c in type(exc).__mro__
     )
 
 

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import AssistantMessage, FunctionCall, Origin, Thinking, ToolCall
 from loopstate.engine.model import ModelResponse, Usage
+from loopstate.engine.models.litellm_contract import response_cost
 
 _THINKING: TypeAdapter[tuple[Thinking, ...]] = TypeAdapter(tuple[Thinking, ...])
 # Carried by typed fields of the message, or by a call's own fields.
@@ -21,12 +22,16 @@ _CALL_KEYS = frozenset({"id", "type", "function", "index"})
 _TOP_LEVEL_EXTRAS = ("reasoning_details",)
 
 
-def read_reply(raw: Any, origin: Origin) -> ModelResponse:
+_KEPT = object()
+
+
+def read_reply(raw: Any, origin: Origin, cost: float | object | None = _KEPT) -> ModelResponse:
+    """`raw` (litellm's reply) as a `ModelResponse`; its cost as litellm kept it, or `cost`."""
     try:
         choice = raw.choices[0]
         return ModelResponse(
             message=assistant_message(choice.message, origin),
-            usage=usage_of(raw),
+            usage=usage_of(raw, cost),
             model=getattr(raw, "model", None) or origin.model,
             finish_reason=getattr(choice, "finish_reason", None),
         )
@@ -88,11 +93,12 @@ def _raw_arguments(function: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
 
 
-def usage_of(raw: Any) -> Usage:
+def usage_of(raw: Any, cost: float | object | None = _KEPT) -> Usage:
     usage = getattr(raw, "usage", None)
     prompt = getattr(usage, "prompt_tokens_details", None)
     completion = getattr(usage, "completion_tokens_details", None)
-    cost = _cost(raw)
+    priced = response_cost(raw) if cost is _KEPT else cost
+    cost_usd = priced if isinstance(priced, float) else None
     return Usage(
         prompt_tokens=_count(usage, "prompt_tokens"),
         completion_tokens=_count(usage, "completion_tokens"),
@@ -100,27 +106,11 @@ def usage_of(raw: Any) -> Usage:
         cache_creation_tokens=_count(usage, "cache_creation_input_tokens")
         or _count(prompt, "cache_creation_tokens"),
         reasoning_tokens=_count(completion, "reasoning_tokens"),
-        cost_usd=cost,
-        unpriced=1 if cost is None else 0,
+        cost_usd=cost_usd,
+        unpriced=1 if cost_usd is None else 0,
     )
 
 
 def _count(source: Any, name: str) -> int:
     value = getattr(source, name, None)
     return value if isinstance(value, int) else 0
-
-
-def _cost(raw: Any) -> float | None:
-    """The call's cost in USD as litellm priced it during the call; None when it could not
-    (the model is not in its cost map): unknown, not free.
-
-    litellm computes it with the call's full context (provider, custom prices passed as
-    settings). Calling `completion_cost` again afterwards loses that context and raises for
-    unknown models.
-    """
-    hidden = getattr(raw, "_hidden_params", None)  # a dict, or a HiddenParams model
-    if isinstance(hidden, dict):
-        cost = hidden.get("response_cost")
-    else:
-        cost = getattr(hidden, "response_cost", None)
-    return float(cost) if isinstance(cost, int | float) else None

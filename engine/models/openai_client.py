@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import Any, TypeAlias
 
 from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, OpenAIError
+from openai import __version__ as openai_version
 from openai._base_client import status_exceptions, timeout_exceptions  # type: ignore[attr-defined]
 from openai._legacy_response import LegacyAPIResponse
 from openai._utils._json import openapi_dumps
@@ -245,6 +246,8 @@ def direct_payload_client(
             http_client=pool,
             organization=settings.get("organization"),
             max_retries=0,  # litellm sets the call's own retries on the client it is given
+            # The SDK names a client by its class: this one says what litellm's own says.
+            default_headers={"User-Agent": f"{AsyncOpenAI.__name__}/Python {openai_version}"},
         )
     return client
 

@@ -56,33 +56,12 @@ from loopstate.engine.models.openai_client import (
     send,
 )
 from loopstate.engine.models.openai_plain import Linear, plain_reply
+from loopstate.engine.models.provider_path import eligible
 from loopstate.engine.models.wire import provider_messages
 
-# Settings whose litellm mapping is a fixed function of the setting (captured once).
-_SETTINGS = frozenset(
-    {
-        "api_base", "api_key", "organization", "temperature", "top_p", "max_tokens",
-        "max_completion_tokens", "seed", "stop", "timeout", "extra_headers", "extra_body",
-        "presence_penalty", "frequency_penalty", "parallel_tool_calls", "user",
-        "reasoning_effort", "response_format", "logit_bias", "num_retries",
-    }
-)  # fmt: skip
-# litellm globals that add per-call work the thin path does not repeat.
-_EMPTY_GLOBALS = (
-    "callbacks", "success_callback", "failure_callback", "_async_success_callback",
-    "_async_failure_callback", "input_callback", "service_callback", "headers", "cache",
-    "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
-)  # fmt: skip
 _MOVED = frozenset({"messages", "tools"})
 # Templates by model name, settings and request shape: shared by equal `LiteLLMModel`s.
 _TEMPLATES: dict[tuple[str, str, tuple[bool, str]], Template] = {}
-
-
-def eligible(litellm: Any, settings: dict[str, Any]) -> bool:
-    """The settings and litellm's globals leave nothing per call the thin path skips."""
-    if not settings.keys() <= _SETTINGS or settings.get("num_retries", 0) != 0:
-        return False
-    return not any(getattr(litellm, name, None) for name in _EMPTY_GLOBALS)
 
 
 def _plain(messages: list[dict[str, Any]]) -> bool:

@@ -35,7 +35,8 @@ from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import assemble, stalled, truncated
 from loopstate.engine.models.openai_client import DirectPayloadClient, Wire, sent
-from loopstate.engine.models.openai_direct import _MOVED, Template, ThinCall, eligible, shape
+from loopstate.engine.models.openai_direct import _MOVED, Template, ThinCall, shape
+from loopstate.engine.models.provider_path import eligible
 from loopstate.engine.streaming import DeltaListener
 
 # Templates of streamed calls, by model name, settings and request shape.

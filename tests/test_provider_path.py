@@ -1,0 +1,159 @@
+"""The fast path on litellm's provider-config contract (`provider_path.py`) against
+`litellm.acompletion`, over real HTTP to a model server on 127.0.0.1 answering with replies
+shaped after recorded provider replies (`provider_replies.py`): the same bytes and headers on
+the wire, the same replies (text, calls, reasoning, usage, cost), the same errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import provider_replies as pr
+import pytest
+import structlog
+from model_server import Reply, delayed, raw_reply, serve
+from thin_support import Counting, wire
+
+from loopstate.engine.errors import ModelError
+from loopstate.engine.messages import Message, ToolMessage, UserMessage
+from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
+from loopstate.engine.models.litellm import LiteLLMModel
+from loopstate.engine.models.provider_path import ProviderPath
+
+READ_FILE = ToolDefinition(
+    name="read_file",
+    description="Read a file from the workspace.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+Replies = Callable[[int], dict[str, Any]]
+# Each provider's model (priced in litellm's map where it has one) and its n-th reply.
+PROVIDERS: dict[str, tuple[str, Replies]] = {
+    "groq": (
+        "groq/openai/gpt-oss-20b",
+        lambda n: pr.groq("Thinking.", pr.gemini_call(f"c{n}.py", call_id=f"call_{n}")),
+    ),
+    "deepseek": (
+        "deepseek/deepseek-reasoner",
+        lambda n: pr.deepseek("Look first.", pr.deepseek_call(n, f"a{n}.py")),
+    ),
+    "xai": (
+        "xai/grok-3-mini",
+        lambda n: pr.openai("grok-3-mini", pr.gemini_call(f"x{n}.py", call_id=f"call_{n}")),
+    ),
+    "mistral": (
+        "mistral/mistral-small-latest",
+        lambda n: pr.openai("mistral-small-latest", pr.gemini_call(f"m{n}", call_id=f"c{n}")),
+    ),
+    "openrouter": (
+        "openrouter/openai/gpt-4o-mini",
+        lambda n: pr.openai("openai/gpt-4o-mini", pr.gemini_call(f"o{n}", call_id=f"c{n}")),
+    ),
+}
+STEPS = 4
+
+
+async def _run(
+    name: str, replies: list[Reply], *, direct: bool
+) -> tuple[list[Any], list[ModelResponse | ModelError], int]:
+    """A run's model calls: the history grows by each reply and its tool results."""
+    out: list[ModelResponse | ModelError] = []
+    with serve(*replies) as server, Counting() as counting:
+        model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", direct=direct)
+        history: list[Message] = [UserMessage(content="Summarise, ünïcode ✓.")]
+        for _ in replies:
+            try:
+                reply = await model.complete(
+                    ModelRequest(messages=tuple(history), tools=(READ_FILE,))
+                )
+            except ModelError as error:
+                out.append(error)
+                continue
+            out.append(reply)
+            history.append(reply.message)
+            history += [ToolMessage(tool_call_id=c.id, content="x") for c in reply.message.calls]
+    return wire(server.requests), out, counting.reached
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_run_sends_litellms_bytes_and_reads_litellms_replies(provider: str) -> None:
+    name, reply = PROVIDERS[provider]
+    replies = [raw_reply(reply(n)) for n in range(STEPS)]
+    own_wire, own, own_reached = await _run(name, replies, direct=False)
+    fast_wire, fast, fast_reached = await _run(name, replies, direct=True)
+    assert (own_reached, fast_reached) == (STEPS, 1)  # the first call records the shape
+    assert fast_wire == own_wire
+    assert fast == own
+    assert all(isinstance(r, ModelResponse) and r.message.calls for r in fast)
+
+
+async def test_reasoning_cached_tokens_and_cost_come_through_the_fast_path() -> None:
+    name, reply = PROVIDERS["deepseek"]
+    _, fast, _ = await _run(name, [raw_reply(reply(n)) for n in range(2)], direct=True)
+    later = fast[1]
+    assert isinstance(later, ModelResponse)
+    assert later.message.reasoning == "Look first."
+    assert (later.usage.cached_tokens, later.usage.reasoning_tokens) == (64, 50)
+    assert later.usage.cost_usd
+    assert later.usage.cost_known
+
+
+ERRORS = {
+    "rate limited": Reply(status=429, body=pr.openai_rate_limit(), headers=(("retry-after", "7"),)),
+    "refused key": Reply(status=401, body={"error": {"message": "Invalid API Key",
+                                                      "type": "invalid_request_error",
+                                                      "code": "invalid_api_key"}}),
+    "unavailable": Reply(status=503, body={"error": {"message": "over capacity",
+                                                      "type": "internal_server_error"}}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("failure", ERRORS.values(), ids=ERRORS)
+@pytest.mark.parametrize("provider", ["groq", "deepseek"])
+async def test_an_error_is_the_same_model_error_on_both_paths(
+    provider: str, failure: Reply
+) -> None:
+    name, reply = PROVIDERS[provider]
+    replies = [raw_reply(reply(0)), failure]
+    _, own, _ = await _run(name, replies, direct=False)
+    _, fast, reached = await _run(name, replies, direct=True)
+    assert reached == 1
+    a, b = own[1], fast[1]
+    assert isinstance(a, ModelError)
+    assert isinstance(b, ModelError)
+    assert (a.status, a.error_type, a.retry_after, a.retryable) == (
+        b.status, b.error_type, b.retry_after, b.retryable
+    )  # fmt: skip
+    assert b.provider_message == failure.body["error"]["message"]  # type: ignore[index]
+
+
+async def test_a_reply_slower_than_the_timeout_is_a_timeout_on_the_fast_path() -> None:
+    name, reply = PROVIDERS["groq"]
+    with serve(raw_reply(reply(0)), delayed(raw_reply(reply(1)), 3)) as server:
+        model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", timeout=0.5)
+        request = ModelRequest(messages=(UserMessage(content="Hi"),))
+        await model.complete(request)
+        with pytest.raises(ModelError) as caught:
+            await model.complete(request)
+    assert (caught.value.error_type, caught.value.retryable) == ("timeout", True)
+
+
+async def test_a_changed_contract_sends_the_provider_through_litellm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name, reply = PROVIDERS["groq"]
+    with serve(*[raw_reply(reply(n)) for n in range(3)]) as server, Counting() as counting:
+        model = LiteLLMModel(name, api_base=server.openai_base, api_key="k")
+        request = ModelRequest(messages=(UserMessage(content="Hi"),))
+        await model.complete(request)
+
+        def moved(self: ProviderPath) -> Any:
+            raise AttributeError("module 'litellm' has no attribute 'ProviderConfigManager'")
+
+        monkeypatch.setattr(ProviderPath, "_contract", moved)
+        with structlog.testing.capture_logs() as logs:
+            second = await model.complete(request)
+            third = await model.complete(request)
+    assert second.message.calls
+    assert third.message.calls
+    assert counting.reached == 3
+    assert [line["event"] for line in logs] == ["fast_path_disabled"]
