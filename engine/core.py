@@ -6,7 +6,7 @@ the run works, released when it stops), the error policy and the run's ending. A
 is a `Stepper`: it performs one step of its machine at a time and says how its machine ends.
 
     drive(stepper):  while not ended: step()      (False: the run waits → run_suspended)
-                     CancelledError → end(abort)   re-raised
+                     CancelledError → unchanged    re-raised: interrupted, not ended
                      DecisionError  → unchanged    re-raised: the caller hears why
                      other errors   → end(fail)    from the state the store holds
                      finally        → run_finished (if ended), on_run_end, lease released
@@ -142,7 +142,10 @@ class RunCore:
                     await self.emit(RunSuspended(**self.at(), pending=self.pending_ids()))
                     break
         except asyncio.CancelledError:
-            await self.end(stepper, "abort", Cause("cancelled", "system"), stop="cancelled")
+            # Interrupted (Ctrl-C, SIGTERM, a cancelled task), not ended: the run stands where
+            # its last save left it, as after a crash, and `resume` continues it. Only someone
+            # asking aborts a run.
+            self.log.info("run_interrupted", state=self.saved.state)
             raise
         except (DecisionError, RunBusy):
             raise  # a refused decision changes nothing; a lost lease means another writer

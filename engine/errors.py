@@ -22,6 +22,9 @@ LoopstateError
 └── ToolError              a built-in tool was called wrongly; its message goes to the model
     └── WorkspaceError     a path escapes the workspace (`loopstate.tools.builtin.workspace`)
 
+Not an error: RunInterrupted (a SystemExit) when a `_sync` call is interrupted (Ctrl-C,
+SIGTERM); the run stands where it was saved and `resume` continues it.
+
 Warnings: ToolDefinitionWarning (a UserWarning) when `@tool` accepts a function the model will
 understand poorly (a parameter without a type hint, no docstring).
 
@@ -112,6 +115,24 @@ class StoreError(LoopstateError):
 
 class CassetteError(LoopstateError):
     """A cassette file is missing, unreadable, malformed, or from a newer loopstate."""
+
+
+class RunInterrupted(SystemExit):
+    """A `run_sync`/`resume_sync` call was interrupted (Ctrl-C, SIGTERM): the run was not
+    ended, only stopped where its last save left it, and `resume` continues it. A `SystemExit`
+    so that an uncaught one ends the program quietly (exit status 128 + the signal's number);
+    `line` is what was printed."""
+
+    def __init__(self, run_id: str, signal: str = "SIGINT", *, agent: str | None = None) -> None:
+        self.run_id = run_id
+        self.signal = signal
+        self.line = (
+            f"interrupted; resume with: loopstate resume {run_id} --agent {agent or 'MODULE:ATTR'}"
+        )
+        super().__init__(143 if signal == "SIGTERM" else 130)
+
+    def __str__(self) -> str:
+        return self.line
 
 
 class ToolDefinitionWarning(UserWarning):

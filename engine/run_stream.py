@@ -7,9 +7,9 @@
     print(stream.result.status)             # the RunResult, once the iteration ends
 
 The run goes on at its own pace (events queue up if the reader is slow). `aclose()`, or
-leaving `async with agent.stream(...) as stream:` before the end, cancels the run: its model
-call is cut off (the upstream connection closed) and the run is recorded as aborted, stop
-reason `cancelled`.
+leaving `async with agent.stream(...) as stream:` before the end, interrupts the run: its
+model call is cut off (the upstream connection closed) and the run stays where it was last
+saved, as after a crash (not aborted: `resume` continues it).
 An error the run raises (a refused decision, a busy run) is raised by the iteration.
 """
 
@@ -83,7 +83,7 @@ class RunStream(Generic[R]):
             self._queue.put_nowait(_END)
 
     async def aclose(self) -> None:
-        """Cancel the run if it is still going, and wait until it has recorded that."""
+        """Interrupt the run if it is still going, and wait until it has let go of it."""
         task = self._task
         if task is not None and not task.done():
             task.cancel()

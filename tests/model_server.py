@@ -50,6 +50,9 @@ class Reply:
     """Seconds to wait before answering."""
     drop: bool = False
     """Close the connection without any response."""
+    stall: bool = False
+    """Answer nothing until the client goes away (counted in `disconnects`): a call that is
+    in flight for as long as the test needs."""
     body: dict[str, Any] | None = None
     """A raw provider JSON body, sent as is (with `status`): a recorded real reply."""
     raw: bytes | None = None
@@ -105,6 +108,11 @@ def paced(reply: Reply, seconds: float) -> Reply:
 
 def dropped_connection() -> Reply:
     return Reply(drop=True)
+
+
+def stalled() -> Reply:
+    """A reply that never comes: the call stays in flight until the client goes away."""
+    return Reply(stall=True)
 
 
 def delayed(reply: Reply, seconds: float) -> Reply:
@@ -300,9 +308,9 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             options = body.get("stream_options") or {}
             self._include_usage = bool(options.get("include_usage"))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = server.record(Recorded(self.path, headers, body, raw))
             path = self.path.split("?")[0].rstrip("/")
             anthropic = path.endswith("/v1/messages")
+            reply = server.record(Recorded(self.path, headers, body, raw))
             if not anthropic and not path.endswith("/chat/completions"):
                 self._send(404, _error_body(False, 404, f"no route {self.path}"))
             elif reply is None:
@@ -312,7 +320,13 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, reply: Reply, anthropic: bool, model: str) -> None:
             time.sleep(reply.delay)
-            if reply.drop:
+            if reply.stall:
+                deadline = time.monotonic() + 30
+                while not _gone(self.connection, wait=0.05) and time.monotonic() < deadline:
+                    pass
+                self.close_connection = True
+                server.disconnected()
+            elif reply.drop:
                 self.close_connection = True
             elif reply.body is not None or reply.raw is not None:
                 self._send(reply.status, reply.raw or reply.body or {}, reply.headers)

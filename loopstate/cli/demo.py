@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import signal
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -13,11 +13,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from loopstate.cli.errors import interrupted
 from loopstate.cli.hint import command_prefix
 from loopstate.cli.text import shown
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
+from loopstate.engine.clock import random_ids
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.state import CallRecord, Transition
+from loopstate.engine.sync import run_interruptible
 from loopstate.engine.tool import Tool
 
 Ask = Callable[[str], str]
@@ -54,22 +57,32 @@ def main(args: argparse.Namespace) -> int:
 
         served: int = serve_demo(args.port)
         return served
-    return asyncio.run(_demo(args, ask=input))
+    run_id = random_ids()
+    try:
+        return run_interruptible(_demo(args, ask=input, run_id=run_id))
+    except KeyboardInterrupt as exc:  # mid-run (at the prompt, Ctrl-C aborts the run)
+        if args.suspend:
+            return interrupted(run_id, exc, agent="loopstate.demo:suspended_agent")
+        print(f"\ninterrupted (run {run_id}); the demo's workspace is gone", file=sys.stderr)
+        return 130
 
 
-async def _demo(args: argparse.Namespace, *, ask: Ask) -> int:
+async def _demo(args: argparse.Namespace, *, ask: Ask, run_id: str) -> int:
     from loopstate import demo
 
     if args.suspend:
         demo.seed_workspace(demo.suspend_workspace())
         agent = demo.suspended_agent().clone(hooks=Narrator())
-        return _report(await agent.run(demo.TASK), suspended_hint=True, store=agent.store)
+        if args.model:
+            agent = agent.clone(model=args.model)
+        result = await agent.run(demo.TASK, run_id=run_id)
+        return _report(result, suspended_hint=True, store=agent.store)
     with tempfile.TemporaryDirectory(prefix="loopstate-demo-") as tmp:
         workspace = demo.seed_workspace(Path(tmp))
         print(f"workspace: {workspace}")
         agent = demo.build_agent(workspace, model=args.model, hooks=Narrator())
         approver = approve_everything if args.yes else terminal_approver(ask, agent.tools)
-        result = await agent.clone(approver=approver).run(demo.TASK)
+        result = await agent.clone(approver=approver).run(demo.TASK, run_id=run_id)
         print(shown(f"notes.md now reads: {(workspace / 'notes.md').read_text()!r}"))
         return _report(result)
 

@@ -26,3 +26,15 @@ def report(command: str, exc: LoopstateError) -> int:
     message = str(exc) or type(exc).__name__
     print(shown(f"loopstate {command}: {message}"), file=sys.stderr)
     return 2 if isinstance(exc, USAGE_ERRORS) else 1
+
+
+def interrupted(run_id: str, exc: KeyboardInterrupt, *, agent: str | None = None) -> int:
+    """Print the one line for a run interrupted by Ctrl-C or SIGTERM (it stands where it was
+    saved, resumable); return the exit code a shell expects (130, or 143 for SIGTERM)."""
+    from loopstate.engine.errors import RunInterrupted
+    from loopstate.engine.sync import Terminated
+
+    stopped = RunInterrupted(run_id, "SIGTERM" if isinstance(exc, Terminated) else "SIGINT",
+                             agent=agent)  # fmt: skip
+    print(shown(stopped.line), file=sys.stderr, flush=True)
+    return int(stopped.code or 130)

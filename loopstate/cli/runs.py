@@ -8,14 +8,13 @@ existing store: none of them creates one.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import json
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from loopstate.cli.errors import report
+from loopstate.cli.errors import interrupted, report
 from loopstate.cli.lookup import load_agent, resolve_run
 from loopstate.cli.runs_tree import pending_lines, tree_lines
 from loopstate.cli.runs_view import show_json, show_lines, table
@@ -32,6 +31,7 @@ from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
 from loopstate.engine.store import Store
 from loopstate.engine.stores.sqlite import DEFAULT_BUSY_TIMEOUT_S
+from loopstate.engine.sync import run_interruptible
 from loopstate.engine.tree import run_tree, tree_pending
 
 __all__ = ["load_agent", "register"]
@@ -118,9 +118,13 @@ def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
 
 def _main(run: Command, args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(_with_store(run, args))
+        return run_interruptible(_with_store(run, args))
     except LoopstateError as exc:
         return report(args.command, exc)
+    except KeyboardInterrupt as exc:
+        if args.command != "resume":
+            raise
+        return interrupted(args.run, exc, agent=args.agent)
 
 
 async def _with_store(run: Command, args: argparse.Namespace) -> int:

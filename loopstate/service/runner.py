@@ -121,7 +121,8 @@ class Runner:
 
     async def serve(self, stop: asyncio.Event, *, grace_s: float = 10.0) -> None:
         """Resume ready runs until `stop`; then let the runs started here reach their next
-        stop (cancelled after `grace_s`: a cancelled run ends `aborted`)."""
+        stop (interrupted after `grace_s`: such a run stays where it was saved, for any
+        process to resume)."""
         await self.worker.serve(stop)
         if self._tasks:
             _, late = await asyncio.wait(list(self._tasks), timeout=grace_s)

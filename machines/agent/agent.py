@@ -30,7 +30,7 @@ from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import ParentLink, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
-from loopstate.engine.sync import blocking
+from loopstate.engine.sync import blocking, refuse_in_loop
 from loopstate.engine.tool import Tool, Toolset
 from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
@@ -213,8 +213,13 @@ class Agent:
 
     def run_sync(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """`run` for code that is not async. Inside a running event loop (a notebook, an
-        async function) it raises `RuntimeError`: `await agent.run(...)` there instead."""
-        return blocking(self.run(prompt, run_id=run_id), instead="agent.run(...)")
+        async function) it raises `RuntimeError`: `await agent.run(...)` there instead.
+        Interrupted (Ctrl-C, SIGTERM), the run stays where it was saved: one line says how to
+        resume it, and `RunInterrupted` (a `SystemExit`, so no traceback) is raised."""
+        refuse_in_loop("agent.run(...)")
+        run_id = run_id or self.ids()
+        coroutine = self.run(prompt, run_id=run_id)
+        return blocking(coroutine, instead="agent.run(...)", run_id=run_id)
 
     def resume_sync(
         self,
@@ -224,7 +229,8 @@ class Agent:
         actor: str = "resume",
     ) -> RunResult:
         """`resume` for code that is not async (same rules as `run_sync`)."""
-        return blocking(self.resume(run_id, decisions, actor=actor), instead="agent.resume(...)")
+        coroutine = self.resume(run_id, decisions, actor=actor)
+        return blocking(coroutine, instead="agent.resume(...)", run_id=run_id)
 
     async def resume(
         self,
