@@ -138,6 +138,11 @@ class ModelServer:
     port: int = 0
     disconnects: int = 0
     """Streams the client left before their end (a cancel, a stall, a closed connection)."""
+    refuse_streams: bool = False
+    """Answer every streamed request with a 400 saying streaming is not supported (as many
+    OpenAI-compatible endpoints do), taking no reply from the script."""
+    refused: int = 0
+    """Streamed requests refused so far."""
     _arrived: threading.Condition = field(default_factory=threading.Condition, repr=False)
     _httpd: ThreadingHTTPServer | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
@@ -310,6 +315,12 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             path = self.path.split("?")[0].rstrip("/")
             anthropic = path.endswith("/v1/messages")
+            if self._streamed and server.refuse_streams:
+                with server._arrived:
+                    server.refused += 1
+                message = "stream is not supported by this endpoint"
+                self._send(400, _error_body(anthropic, 400, message))
+                return
             reply = server.record(Recorded(self.path, headers, body, raw))
             if not anthropic and not path.endswith("/chat/completions"):
                 self._send(404, _error_body(False, 404, f"no route {self.path}"))

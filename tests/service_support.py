@@ -44,6 +44,7 @@ def start(
     log: Path,
     port: int | None = None,
     agent: str = "service_agent:agent",
+    options: tuple[str, ...] = (),
     **env: str,
 ) -> Server:
     port = port or free_port()
@@ -54,7 +55,7 @@ def start(
         "LOOPSTATE_TOKEN": TOKEN,
         **env,
     }
-    args = ["serve", "--agent", agent, "--db", str(db), "--port", str(port)]
+    args = ["serve", "--agent", agent, "--db", str(db), "--port", str(port), *options]
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "loopstate", *args], env=environ, stdout=out, stderr=out

@@ -32,6 +32,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port (%(default)s)")
     parser.add_argument("--token", help="the bearer token (default: $LOOPSTATE_TOKEN or random)")
+    parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stream model calls, for live text in the pages (default); a provider that "
+        "refuses streaming gets plain calls instead. --no-stream: plain calls only",
+    )
     parser.set_defaults(func=main)
 
 
@@ -45,14 +52,16 @@ def main(args: argparse.Namespace) -> int:
             name, _, target = spec.rpartition("=")
             agents[name or target.rpartition(":")[2]] = load_agent(target).clone(store=store)
         token = args.token or os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
-        return serve(agents, store, token, args.host, args.port)
+        return serve(agents, store, token, args.host, args.port, stream=args.stream)
     except LoopstateError as exc:
         print(shown(f"loopstate serve: {exc}"), file=sys.stderr)
         return 2
 
 
-def serve(agents: dict[str, Any], store: Store, token: str, host: str, port: int) -> int:
-    """Serve `agents` on `store` until SIGTERM or SIGINT."""
+def serve(
+    agents: dict[str, Any], store: Store, token: str, host: str, port: int, *, stream: bool = True
+) -> int:
+    """Serve `agents` on `store` until SIGTERM or SIGINT; `stream`: see `Service`."""
     try:
         import uvicorn
 
@@ -63,7 +72,7 @@ def serve(agents: dict[str, Any], store: Store, token: str, host: str, port: int
             "pip install 'loopstate[service]'"
         ) from None
     try:
-        app = create_app(Service(agents, store=store, token=token))
+        app = create_app(Service(agents, store=store, token=token, stream=stream))
     except ValueError as exc:
         raise DefinitionError(str(exc)) from None
     shown_host = f"[{host}]" if ":" in host else host

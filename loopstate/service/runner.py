@@ -21,6 +21,7 @@ from loopstate.engine.hooks import Hooks
 from loopstate.engine.state import RunState
 from loopstate.engine.store import Store
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
+from loopstate.service.fallback import with_fallback
 from loopstate.worker import Worker
 
 if TYPE_CHECKING:
@@ -31,9 +32,7 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class Signals(Hooks):
-    """Tells the service when a run of this process was stored or moved, and hands on the
-    model's streamed deltas (defining `on_text_delta` makes model calls stream, when the
-    model can)."""
+    """Tells the service when a run of this process was stored or moved."""
 
     def __init__(self, moved: asyncio.Event) -> None:
         self.moved = moved
@@ -51,6 +50,11 @@ class Signals(Hooks):
         if event.kind == "transition":  # saved: the run's streams look again now, before
             self.changed(event.run_id, event.seq)  # the deltas of the step it starts
 
+
+class StreamingSignals(Signals):
+    """`Signals` that also hand on the model's streamed deltas (defining `on_text_delta`
+    makes model calls stream, when the model can)."""
+
     async def on_text_delta(self, delta: TextDelta) -> None:
         self.deltas(delta)
 
@@ -62,13 +66,18 @@ class Runner:
     """The registered agents (by name), driving their runs on one store."""
 
     def __init__(
-        self, agents: Mapping[str, Agent | Flow], store: Store, *, concurrency: int = 16
+        self,
+        agents: Mapping[str, Agent | Flow],
+        store: Store,
+        *,
+        concurrency: int = 16,
+        stream: bool = True,
     ) -> None:
         for name in agents:
             if not NAME.match(name):
                 raise ValueError(f"agent name {name!r}: use letters, digits, _ and - only")
         self.moved = asyncio.Event()
-        self.signals = Signals(self.moved)
+        self.signals = (StreamingSignals if stream else Signals)(self.moved)
         self.agents = {name: _wired(a, store, self.signals) for name, a in agents.items()}
         self.store = store
         self.clock: Clock = next(iter(self.agents.values())).clock if agents else _now
@@ -132,7 +141,11 @@ class Runner:
 
 
 def _wired(agent: Agent | Flow, store: Store, signals: Signals) -> Agent | Flow:
+    from loopstate.machines.agent import Agent
+
     hooks = [h for h in (agent.options.hooks, signals) if h is not None]
+    if isinstance(agent, Agent) and isinstance(signals, StreamingSignals):
+        return agent.clone(store=store, hooks=hooks, model=with_fallback(agent.model), retry=None)
     return agent.clone(store=store, hooks=hooks)
 
 

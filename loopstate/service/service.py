@@ -36,7 +36,10 @@ class Service:
     cloned onto it). `token`: required as `Authorization: Bearer` (or the pages' cookie);
     None leaves authentication to `authorize`, which names the actor of every request or
     refuses it (default: everyone is `http`). `poll_s`: how soon a change made by another
-    process on the store reaches this one's streams."""
+    process on the store reaches this one's streams. `stream`: whether served model calls
+    stream (the pages then show the model's text live); a provider that refuses a streamed
+    request with a 4xx saying so gets that step again as a plain call (logged once per
+    model). `stream=False` makes every call a plain one."""
 
     def __init__(
         self,
@@ -48,13 +51,14 @@ class Service:
         streams: StreamPolicy = StreamPolicy(),
         poll_s: float = 0.25,
         concurrency: int = 16,
+        stream: bool = True,
     ) -> None:
         if store is None:
             if not agents:
                 raise ValueError("pass a store, or at least one agent (whose store is used)")
             store = next(iter(agents.values())).store
         self.store = store
-        self.runner = Runner(agents, store, concurrency=concurrency)
+        self.runner = Runner(agents, store, concurrency=concurrency, stream=stream)
         self.hub = Hub(store, self.runner.moved, poll_s=poll_s)
         self.runner.signals.deltas = self.hub.delta
         self.runner.signals.changed = self.hub.touch
