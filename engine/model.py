@@ -84,10 +84,14 @@ class Usage(Frozen):
         return self.unpriced == 0 and self.cost_usd is not None
 
     def __add__(self, other: Usage) -> Usage:
-        if self.cost_usd is None and other.cost_usd is None:
-            cost = None
+        # The empty sum (`Usage()`, a run before its first call) adds no cost of its own: a
+        # run whose calls were all unpriced totals None, not 0.0.
+        if self == _NOTHING or self.cost_usd is None:
+            cost = other.cost_usd if other != _NOTHING else self.cost_usd
+        elif other == _NOTHING or other.cost_usd is None:
+            cost = self.cost_usd
         else:
-            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+            cost = self.cost_usd + other.cost_usd
         return Usage.trusted(  # sums of valid counts: nothing to validate, once per step
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
@@ -97,6 +101,9 @@ class Usage(Frozen):
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             unpriced=self.unpriced + other.unpriced,
         )
+
+
+_NOTHING = Usage()
 
 
 class ModelResponse(Frozen):

@@ -17,7 +17,8 @@ class RunResult(Frozen):
     `status` says which fields matter: `done` → `output` (and `stop_reason` if a limit or a
     `stop_when` ended it); `failed` → `error` and `failure` (why, as data); `aborted` →
     `stop_reason`; `awaiting_approval` → `pending`, the calls to decide before `resume`.
-    `print(result)` shows that in one line, e.g. `failed: ModelError: ...`.
+    `print(result)` shows that in one line, e.g. `failed: ModelError: ...`; a run that waits
+    names its id, which `resume` and the CLI need.
     """
 
     run_id: str
@@ -42,7 +43,12 @@ class RunResult(Frozen):
             return f"failed: {self.error or 'no error recorded'}"
         if self.status == "awaiting_approval":
             calls = ", ".join(f"{p.call_id} {p.tool}" for p in self.pending)
-            return f"awaiting_approval: {len(self.pending)} call(s) to decide ({calls})"
+            return (
+                f"awaiting_approval: run {self.run_id} waits for {len(self.pending)} call(s) "
+                f"to decide ({calls})"
+            )
+        if self.status in ("running", "awaiting_input"):
+            return f"{self.status}: run {self.run_id} stopped before its end; resume it"
         detail = self.output if self.status == "done" and self.output else self.stop_reason
         return f"{self.status}: {detail}" if detail else self.status
 

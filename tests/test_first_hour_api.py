@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from model_server import serve, text_reply, tool_call_reply
 
-from loopstate import Agent, Approve, MemoryStore, ScriptedModel, tool
+from loopstate import Agent, Approve, LiteLLMModel, MemoryStore, RunResult, ScriptedModel, tool
 from loopstate.engine.models.scripted import call
 
 
@@ -44,6 +45,24 @@ async def test_run_sync_inside_a_running_loop_says_to_await_run_instead() -> Non
 def test_resume_sync_continues_a_suspended_run_and_str_says_what_it_waits_for() -> None:
     agent = shop(MemoryStore())
     first = agent.run_sync("refund A1")
-    assert str(first) == "awaiting_approval: 1 call(s) to decide (call_1_1 refund)"
+    assert str(first) == (
+        "awaiting_approval: run run-1 waits for 1 call(s) to decide (call_1_1 refund)"
+    )
     done = agent.resume_sync("run-1", {"call_1_1": Approve()})
     assert str(done) == "done: Refunded."
+
+
+async def test_a_run_whose_calls_could_not_be_priced_totals_an_unknown_cost() -> None:
+    with serve(tool_call_reply(("c1", "refund", {"order": "A1"})), text_reply("Refunded.")) as s:
+        model = LiteLLMModel("openai/test-model", api_base=s.openai_base, api_key="k")
+        agent = Agent(model, [refund], store=MemoryStore(), auto_approve=True)
+        result = await agent.run("refund A1")
+    assert result.status == "done"
+    assert (result.usage.cost_usd, result.usage.unpriced) == (None, 2)  # not 0.0: unknown
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (22, 14)
+
+
+def test_str_of_a_run_that_stopped_before_its_end_names_the_run_to_resume() -> None:
+    assert str(RunResult(run_id="r-7", status="running")) == (
+        "running: run r-7 stopped before its end; resume it"
+    )
