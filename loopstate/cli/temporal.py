@@ -1,4 +1,4 @@
-"""`loopstate temporal worker|start|pending|show|approve|deny|edit|abort`: agent runs on
+"""`loopstate temporal worker|start|pending|show|approve|deny|edit|abort|retry`: agent runs on
 Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]` extra."""
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ def register(subparsers: Any) -> None:
     abort.add_argument("--reason", required=True)
     abort.add_argument("--actor", default=f"cli:{_user()}")
     abort.add_argument("--signal", action="store_true", help="fire and forget (no worker)")
+    retry = _command(which, "retry", _retry, help="call the model again for a model_failed run")
+    retry.add_argument("run")
+    retry.add_argument("--actor", default=f"cli:{_user()}")
 
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
@@ -182,4 +185,10 @@ async def _decide(args: argparse.Namespace, runs: Any) -> int:
 async def _abort(args: argparse.Namespace, runs: Any) -> int:
     await runs.abort(args.run, args.reason, actor=args.actor, wait=not args.signal)
     print(shown(f"abort {'sent' if args.signal else 'accepted'} for run {args.run}"))
+    return 0
+
+
+async def _retry(args: argparse.Namespace, runs: Any) -> int:
+    await runs.retry(args.run, actor=args.actor)
+    print(shown(f"retry accepted for run {args.run}"))
     return 0

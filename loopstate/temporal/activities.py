@@ -1,15 +1,17 @@
 """The workflow's effects, run by workers: one model step, one tool call.
 
-They use the served agent's own model port and executor, so a model step is retried by the
-engine's policy (`RetryingModel`), not by litellm's nor blindly by Temporal's: a `ModelError`
-is reported to the workflow as non-retryable, with its facts. A tool call heartbeats while it
-runs, so a worker that dies is noticed within the heartbeat timeout.
+They use the served agent's own model port and executor. A model step is called once per
+attempt, never sleeping here: an error that may pass (408, 409, 429, 5xx, 529, no reply) is
+retried by Temporal, durably, by the run's retry policy, with the provider's `retry-after` as
+the next delay; any other `ModelError` is final. Either way its facts travel with it. A tool
+call heartbeats while it runs, so a worker that dies is noticed within the heartbeat timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -17,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 from loopstate.engine.errors import ModelError
 from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelResponse
+from loopstate.engine.models.retry import RetryingModel
 from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import ToolContext
 from loopstate.temporal.catalog import served
@@ -25,20 +28,35 @@ from loopstate.temporal.data import MODEL_ACTIVITY, TOOL_ACTIVITY, ModelCall, To
 
 @activity.defn(name=MODEL_ACTIVITY)
 async def complete_model(call: ModelCall) -> ModelResponse:
-    """One model step with the served agent's model."""
+    """One attempt of a model step with the served agent's model (its `RetryingModel`, if
+    any, unwrapped: Temporal retries, the activity does not sleep)."""
     model = served(call.agent).model
+    if isinstance(model, RetryingModel):
+        model = model.model
     try:
         return await model.complete(call.request)
     except ModelError as exc:
-        facts = {
-            "status": exc.status,
-            "error_type": exc.error_type,
-            "provider_message": exc.provider_message,
-            "retry_after": exc.retry_after,
-        }
-        raise ApplicationError(
-            str(exc), facts, type=type(exc).__name__, non_retryable=True
-        ) from None
+        raise attempt_failed(exc) from None
+
+
+def attempt_failed(exc: ModelError) -> ApplicationError:
+    """The activity's failure for a model error: retryable (after the provider's
+    `retry-after`, when it said) if the same request may pass later, final otherwise."""
+    facts = {
+        "status": exc.status,
+        "error_type": exc.error_type,
+        "provider_message": exc.provider_message,
+        "retry_after": exc.retry_after,
+    }
+    passing = exc.retryable or exc.status == 409
+    wait = exc.retry_after if passing and exc.retry_after is not None else None
+    return ApplicationError(
+        str(exc),
+        facts,
+        type=type(exc).__name__,
+        non_retryable=not passing,
+        next_retry_delay=timedelta(seconds=wait) if wait is not None else None,
+    )
 
 
 @activity.defn(name=TOOL_ACTIVITY)

@@ -38,6 +38,7 @@ from loopstate.temporal.data import (
     AbortRequest,
     DecideRequest,
     PendingCall,
+    RetryRequest,
     RunSettings,
     StartRun,
 )
@@ -163,6 +164,16 @@ class TemporalRuns:
             await handle.execute_update("abort", request)
         except WorkflowUpdateFailedError as exc:
             raise DecisionError(_reason(exc)) from None
+        except RPCError as exc:
+            raise _not_found(run_id, exc) from None
+
+    async def retry(self, run_id: str, *, actor: str = "user") -> None:
+        """Call the model again for a run resting in `model_failed` (its retries spent);
+        `RunNotResumable` if it is not there."""
+        try:
+            await self._handle(run_id).execute_update("retry", RetryRequest(actor=actor))
+        except WorkflowUpdateFailedError as exc:
+            raise RunNotResumable(_reason(exc)) from None
         except RPCError as exc:
             raise _not_found(run_id, exc) from None
 

@@ -78,6 +78,13 @@ class DecideRequest(Frozen):
     actor: str = "user"
 
 
+class RetryRequest(Frozen):
+    """Call the model again for a run resting in `model_failed` (Update `retry`)."""
+
+    kind: Literal["retry"] = "retry"
+    actor: str = "user"
+
+
 class AbortRequest(Frozen):
     kind: Literal["abort"] = "abort"
     reason: str = "aborted"

@@ -2,7 +2,8 @@
 
 store  → `WorkflowStore`: the run state kept in the workflow's memory (history is the log)
 clock  → `workflow.now()`
-model  → `ActivityModel`: one activity (or local activity) per model step
+model  → `ActivityModel`: one activity (or local activity) per model step, its passing
+         errors retried by Temporal under the agent's `RetryPolicy`
 tools  → `ActivityTools`: one activity per approved call, timeout and retries from the tool
 log    → `ReplaySafeLog`: silent while the workflow replays
 """
@@ -17,10 +18,12 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from loopstate.engine.errors import ModelError, RunBusy, RunNotFound
 from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.models.retry import RetryPolicy as ModelRetry
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.store import Cursor, KeptAnswer, Order, RunEvent, RunSummary, summarize
 from loopstate.engine.tool import Tool, ToolContext
@@ -102,12 +105,20 @@ class WorkflowStore:
 
 
 class ActivityModel:
-    """The model port as an activity on the worker that serves the agent."""
+    """The model port as an activity on the worker that serves the agent. An error that may
+    pass is retried by Temporal (durably: no sleep in a worker) by `retry`, the agent's own
+    `RetryPolicy` (attempts, first wait doubling up to `max_delay_s`; the provider's
+    `retry-after` instead when it said); without one, `settings.model_attempts` attempts.
+    Once they are spent the step raises the last `ModelError`: the run rests in
+    `model_failed` until a `retry` (or an `abort`) arrives, as a local run waits for `resume`."""
 
-    def __init__(self, agent: str, name: str, settings: RunSettings) -> None:
+    def __init__(
+        self, agent: str, name: str, settings: RunSettings, retry: ModelRetry | None = None
+    ) -> None:
         self.agent = agent
         self._name = name
         self.settings = settings
+        self.retry = retry
 
     @property
     def name(self) -> str:
@@ -125,7 +136,7 @@ class ActivityModel:
                     "reference"
                 )
         timeout = timedelta(seconds=s.model_timeout_s)
-        retry = RetryPolicy(maximum_attempts=s.model_attempts)
+        retry = temporal_retry(self.retry, s.model_attempts)
         response: ModelResponse
         try:
             execute = (
@@ -143,8 +154,21 @@ class ActivityModel:
         return response
 
 
+def temporal_retry(policy: ModelRetry | None, attempts: int) -> RetryPolicy:
+    """Temporal's retry policy for a model step: the agent's `RetryPolicy`, else `attempts`."""
+    if policy is None:
+        return RetryPolicy(maximum_attempts=attempts)
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=policy.backoff_s),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=max(policy.max_delay_s, policy.backoff_s)),
+        maximum_attempts=policy.attempts,
+    )
+
+
 def model_error(exc: ActivityError) -> ModelError:
-    """The `ModelError` a failed model activity reported (status, type, retry-after kept)."""
+    """The `ModelError` a failed model activity reported (status, type, retry-after kept); a
+    worker that died or timed out on every attempt is a `timeout`, which may pass."""
     cause = exc.cause
     if isinstance(cause, ApplicationError) and cause.details:
         facts = cause.details[0] if isinstance(cause.details[0], dict) else {}
@@ -155,7 +179,10 @@ def model_error(exc: ActivityError) -> ModelError:
             provider_message=facts.get("provider_message"),
             retry_after=facts.get("retry_after"),
         )
-    return ModelError(f"model activity failed: {cause or exc}")
+    timed_out = isinstance(cause, ActivityTimeout)
+    return ModelError(
+        f"model activity failed: {cause or exc}", error_type="timeout" if timed_out else None
+    )
 
 
 class ActivityTools:

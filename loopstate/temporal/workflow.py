@@ -6,6 +6,7 @@ in a local run; only the ports differ (`loopstate.temporal.ports`). Decisions ar
 are applied at a step boundary through the one decision path (`Decisions.apply_queued`).
 
     run:  drive the loop ──▶ ended            → return the RunResult
+                        ├──▶ model_failed      → wait for a retry (Update) or an abort
                         ├──▶ waiting           → publish pending, wait for a decision or abort
                         └──▶ paused (long run) → wait for handlers, continue as new with the state
 """
@@ -22,13 +23,15 @@ from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResuma
 from loopstate.engine.events import DecisionRefused, Event, RunResumed, RunStarted
 from loopstate.engine.logs import get_logger
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
+from loopstate.engine.models.retry import RetryingModel
+from loopstate.engine.models.retry import RetryPolicy as ModelRetry
 from loopstate.engine.options import RunOptions
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, QueuedDecision, RunState
-from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopSteps
 from loopstate.temporal.catalog import served
-from loopstate.temporal.data import WORKFLOW, AbortRequest, DecideRequest, StartRun
+from loopstate.temporal.data import WORKFLOW, AbortRequest, DecideRequest, RetryRequest, StartRun
 from loopstate.temporal.ports import (
     ActivityModel,
     ActivityTools,
@@ -97,7 +100,7 @@ class AgentWorkflow:
         )
         config = dataclasses.replace(
             agent._loop,  # the agent's own loop configuration, with the workflow's ports
-            model=ActivityModel(start.agent, agent.model.name, settings),
+            model=ActivityModel(start.agent, agent.model.name, settings, _retry_of(agent.model)),
             options=options,
             deps=None,
             tool_runner=ActivityTools(start.agent, agent._loop.tools, settings),
@@ -107,6 +110,7 @@ class AgentWorkflow:
         self.loop = LoopSteps(self.core, config)
         self.arrived: list[QueuedDecision] = []
         self.abort_request: AbortRequest | None = None
+        self.retry_request: RetryRequest | None = None
         self.paused = False
         self._first_step = state.steps
         self.publisher = Publisher(start.agent, settings.search_attributes)
@@ -125,13 +129,36 @@ class AgentWorkflow:
             await core.drive(stepper)
             self.publisher.publish(core.state)
             if stepper.ended():
-                return RunResult.of(core.state, tuple(core.events))
+                if self._finished():
+                    return RunResult.of(core.state, tuple(core.events))
+                await workflow.wait_condition(
+                    lambda: self.retry_request is not None or self.abort_request is not None
+                )
+                await self._after_model_failed()
+                continue
             if self.paused:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(start.evolve(prompt="", state=core.state))
             await workflow.wait_condition(
                 lambda: bool(self.arrived) or self.abort_request is not None
             )
+
+    def _finished(self) -> bool:
+        """Ended for good (not resting in `model_failed`)."""
+        return self.core.state.state in LOOP_FINAL
+
+    async def _after_model_failed(self) -> None:
+        """Leave `model_failed` as asked: abort the run, or call the model again."""
+        loop, abort = self.loop, self.abort_request
+        if abort is not None:
+            loop.state = loop.state.evolve(stop_reason=f"aborted: {abort.reason}")
+            loop.end("abort", Cause(abort.reason, abort.actor))
+        else:
+            request, self.retry_request = self.retry_request, None
+            assert request is not None
+            loop.state = loop.state.evolve(error=None, failure=None)
+            loop.send(Cause("retry after a model error", request.actor), loop.machine.retry)
+        await self.core.save()
 
     def pause_due(self) -> bool:
         """Continue as new at a step boundary: back in `thinking` (no call in flight), after
@@ -174,7 +201,7 @@ class AgentWorkflow:
 
     @abort.validator
     def _validate_abort(self, request: AbortRequest) -> None:
-        if self.loop.ended() or self.abort_request is not None:
+        if self._finished() or self.abort_request is not None:
             raise RunNotResumable(
                 f"run {self.core.state.run_id} has ended ({self.core.state.state})"
             )
@@ -182,6 +209,19 @@ class AgentWorkflow:
     @workflow.signal(name="abort")
     def abort_later(self, request: AbortRequest) -> None:
         self.abort_request = self.abort_request or request
+
+    @workflow.update(name="retry")
+    def retry(self, request: RetryRequest) -> None:
+        """Call the model again for a run resting in `model_failed`."""
+        self.retry_request = self.retry_request or request
+
+    @retry.validator
+    def _validate_retry(self, request: RetryRequest) -> None:
+        state = self.core.state
+        if state.state != AgentLoop.model_failed.id or self.retry_request is not None:
+            raise RunNotResumable(
+                f"run {state.run_id} is {state.state}, not model_failed: nothing to retry"
+            )
 
     def _check(self, request: DecideRequest) -> CallRecord:
         """What a local run enforces: a pending call, not yet decided, for these arguments,
@@ -238,3 +278,8 @@ def _opening(instructions: str | None, prompt: str) -> RunState:
         created_at=now,
         updated_at=now,
     )
+
+
+def _retry_of(model: object) -> ModelRetry | None:
+    """The agent's own retry policy (`Agent(..., retry=...)`), for Temporal to apply."""
+    return model.policy if isinstance(model, RetryingModel) else None
