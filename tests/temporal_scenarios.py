@@ -74,10 +74,11 @@ async def continue_as_new(s: Served) -> str:
 CRASH_SETTINGS = RunSettings(heartbeat_s=2)
 
 
-def start_worker(address: str, s: Served) -> subprocess.Popen[str]:
+def start_worker(address: str, s: Served, *extra: str) -> subprocess.Popen[str]:
     """A worker process serving `temporal_agents` on `s`'s task queue, once it polls."""
+    script = str(HERE / "temporal_worker.py")
     worker = subprocess.Popen(
-        [sys.executable, str(HERE / "temporal_worker.py"), address, str(s.workdir), s.task_queue],
+        [sys.executable, script, address, str(s.workdir), s.task_queue, *extra],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},

@@ -1,12 +1,20 @@
-"""A worker process SIGKILLed mid-approval or mid-tool: a new worker finishes the run, and a
-non-idempotent tool's effect happens once."""
+"""A worker process SIGKILLed mid-approval, mid-tool, or after a tool activity started but
+before the tool's body did: a new worker finishes the run, and a non-idempotent tool's effect
+happens once (run by the new worker when the first never began it)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
-from temporal_scenarios import CRASH_SETTINGS, crash_mid_approval, crash_mid_tool
+from temporal_scenarios import (
+    CRASH_SETTINGS,
+    crash_mid_approval,
+    crash_mid_tool,
+    kill,
+    start_worker,
+)
 from temporal_support import serving
 
 pytestmark = pytest.mark.slow
@@ -34,3 +42,27 @@ async def test_a_worker_killed_mid_approval_is_replaced_and_takes_the_decision(
     assert result.status == "done"
     assert (tmp_path / "notes.txt").read_text() == "hello\n"
     assert result.output == "final: appended 'hello' to notes.txt"
+
+
+async def test_a_worker_killed_before_the_tool_body_started_has_the_call_run_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()  # the tool returns as soon as it has had its effect
+    async with serving(temporal_address, tmp_path, settings=CRASH_SETTINGS, worker=False) as s:
+        held = start_worker(temporal_address, s, "hold")
+        try:
+            run_id = await s.runs.start("slow", "append once", run_id="kill-before-body")
+            assert held.stdout is not None
+            line = await asyncio.to_thread(held.stdout.readline)
+            assert line.strip() == "tool activity started"
+        finally:
+            kill(held)
+        assert not (tmp_path / "effects.txt").exists()  # the body never began
+        second = start_worker(temporal_address, s)
+        try:
+            result = await s.runs.result(run_id)
+        finally:
+            kill(second)
+    assert (tmp_path / "effects.txt").read_text() == "once\n"  # run, and once
+    assert result.status == "done"
+    assert result.output == "final: appended and released"

@@ -4,7 +4,10 @@ They use the served agent's own model port and executor. A model step is called 
 attempt, never sleeping here: an error that may pass (408, 409, 429, 5xx, 529, no reply) is
 retried by Temporal, durably, by the run's retry policy, with the provider's `retry-after` as
 the next delay; any other `ModelError` is final. Either way its facts travel with it. A tool
-call heartbeats while it runs, so a worker that dies is noticed within the heartbeat timeout.
+call heartbeats while it runs, so a worker that dies is noticed within the heartbeat timeout;
+before a non-idempotent tool's body starts, the activity records that in its heartbeat
+details, acknowledged by the server before the body runs: an attempt lost before that point is
+simply run again; a later attempt that finds the mark reports the outcome unknown instead.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from contextlib import suppress
 from datetime import timedelta
 
 from temporalio import activity
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from temporalio.exceptions import ApplicationError
 
 from loopstate.engine.errors import ModelError
@@ -24,6 +29,9 @@ from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import ToolContext
 from loopstate.temporal.catalog import served
 from loopstate.temporal.data import MODEL_ACTIVITY, TOOL_ACTIVITY, ModelCall, ToolCallRun
+
+BODY_STARTED = "body_started"
+"""A tool attempt's heartbeat detail, `body_started:CALL_ID`, once its body may have begun."""
 
 
 @activity.defn(name=MODEL_ACTIVITY)
@@ -72,8 +80,20 @@ async def run_tool(run: ToolCallRun) -> CallRecord:
         deps=agent.options.deps,
         workspace=agent.options.workspace,
     )
-    executor = Executor({t.name: t for t in agent.tools})
-    beat = asyncio.create_task(_heartbeat())
+    tools = {t.name: t for t in agent.tools}
+    executor = Executor(tools)
+    tool = tools.get(record.tool)
+    mark: tuple[str, ...] = ()
+    if tool is not None and not tool.idempotent:  # run at most once: mark the body's start
+        mark = (f"{BODY_STARTED}:{record.call_id}",)
+        if any(d == mark[0] for d in activity.info().heartbeat_details):
+            raise ApplicationError(
+                f"{record.tool} began in an earlier attempt that was lost: outcome unknown",
+                type="OutcomeUnknown",
+                non_retryable=True,
+            )
+        await _record(mark)
+    beat = asyncio.create_task(_heartbeat(mark))
     try:
         return await executor.run(record, context)
     finally:
@@ -82,9 +102,25 @@ async def run_tool(run: ToolCallRun) -> CallRecord:
             await beat
 
 
-async def _heartbeat() -> None:
+async def _record(details: tuple[str, ...]) -> None:
+    """Heartbeat `details` and wait until the server has them (the SDK's own heartbeats are
+    sent in the background, unacknowledged): only then may the body start. A heartbeat the
+    server refuses (the attempt timed out meanwhile) raises, and the body never starts."""
+    info, client = activity.info(), activity.client()
+    payloads = await client.data_converter.encode(list(details))
+    await client.workflow_service.record_activity_task_heartbeat(
+        RecordActivityTaskHeartbeatRequest(
+            task_token=info.task_token,
+            details=Payloads(payloads=payloads),
+            namespace=client.namespace,
+            identity=client.identity,
+        )
+    )
+
+
+async def _heartbeat(details: tuple[str, ...]) -> None:
     timeout = activity.info().heartbeat_timeout
     interval = timeout.total_seconds() / 3 if timeout else 10.0
     while True:
-        activity.heartbeat()
+        activity.heartbeat(*details)  # the mark, kept: each heartbeat replaces the last
         await asyncio.sleep(interval)

@@ -45,7 +45,10 @@ class RunSettings(Frozen):
     heartbeat_s: float = 30.0
     """A tool activity heartbeats every third of this; a worker that stops is noticed after it."""
     idempotent_attempts: int = 3
-    """Temporal's attempts for an idempotent tool; a non-idempotent tool gets exactly one."""
+    """Temporal's attempts for an idempotent tool."""
+    unstarted_attempts: int = 3
+    """Temporal's attempts for a non-idempotent tool whose body has not begun (its worker was
+    lost before): once an attempt has begun the body, none follows it."""
     continue_after_steps: int = 200
     """Continue as new after this many model steps in one workflow run (or when Temporal
     suggests it), carrying the run state."""

@@ -187,7 +187,8 @@ def model_error(exc: ActivityError) -> ModelError:
 
 class ActivityTools:
     """Runs each approved call as one activity with the tool's timeout; an idempotent tool is
-    retried by Temporal, a non-idempotent one never is: an attempt that may have had its
+    retried by Temporal, a non-idempotent one only while its body has not begun (the activity
+    marks that in its heartbeat before it starts the body): an attempt that may have had its
     effect (its worker died, it timed out) reaches the model as "outcome unknown", as
     `Executor.recover` reports it after a crash in a local run."""
 
@@ -200,7 +201,7 @@ class ActivityTools:
     async def __call__(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
         tool, s = self.tools[record.tool], self.settings
         limit = tool.timeout if tool.timeout is not None else s.tool_timeout_s
-        attempts = s.idempotent_attempts if tool.idempotent else 1
+        attempts = s.idempotent_attempts if tool.idempotent else s.unstarted_attempts
         try:
             finished: CallRecord = await workflow.execute_activity(
                 TOOL_ACTIVITY,
