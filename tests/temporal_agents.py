@@ -78,3 +78,14 @@ def agents(workdir: Path) -> dict[str, Agent]:
         "slow": Agent(model(slow, _answer), tools, store=store),
         "asker": Agent(model(ask, _answer), [ask_person], store=store),  # an external tool
     }
+
+
+def writer() -> Agent:
+    """The `writer` agent, for `loopstate temporal replay --agent temporal_agents:writer`."""
+    return agents(Path("."))["writer"]
+
+
+def writer_without_write_note() -> Agent:
+    """`writer` once its gated tool was removed: its recorded runs no longer replay."""
+    agent = writer()
+    return agent.clone(tools=[t for t in agent.tools if t.name != "write_note"])

@@ -62,6 +62,12 @@ def register(subparsers: Any) -> None:
     abort.add_argument("--reason", required=True)
     abort.add_argument("--actor", default=f"cli:{_user()}")
     abort.add_argument("--signal", action="store_true", help="fire and forget (no worker)")
+    replay = which.add_parser(
+        "replay", help="replay a recorded history against the current agent (no server)"
+    )
+    replay.add_argument("history", help="a JSON history (temporal workflow show --output json)")
+    replay.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent now")
+    replay.set_defaults(func=_replay)
     retry = _command(which, "retry", _retry, help="call the model again for a model_failed run")
     retry.add_argument("run")
     retry.add_argument("--actor", default=f"cli:{_user()}")
@@ -78,7 +84,35 @@ def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
 
 
 def _main(run: Command, args: argparse.Namespace) -> int:
-    code = _run(run, args)
+    return _exit(_run(run, args))
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """`replay`: no server, no connection: the history file against the agent."""
+    where = "loopstate temporal replay"
+    try:
+        from loopstate.machines.agent import Agent
+        from loopstate.temporal.replay import replay_history
+
+        agent = load_agent(args.agent)
+        if not isinstance(agent, Agent):
+            raise DefinitionError(f"{args.agent} is not an Agent: {type(agent).__name__}")
+        report = asyncio.run(replay_history(args.history, agent))
+    except ImportError as exc:
+        print(f"{where}: needs the temporal extra (pip install 'loopstate[temporal]'): {exc}",
+              file=sys.stderr)  # fmt: skip
+        return _exit(2)
+    except LoopstateError as exc:
+        print(shown(f"{where}: {exc}"), file=sys.stderr)
+        return _exit(2)
+    if not report.ok:
+        print(shown(f"{where}: {report.error}"), file=sys.stderr)
+        return _exit(1)
+    print(shown(f"{args.history}: {report.histories} history(ies) replay against {args.agent}"))
+    return _exit(0)
+
+
+def _exit(code: int) -> int:
     # temporalio's Rust threads can abort the interpreter as it finalizes (sdk-python#300,
     # seen here after a failed connect): a command that has said everything ends at once.
     sys.stdout.flush()
@@ -164,8 +198,13 @@ class _OneRun:
         return self.state
 
 
+SHOW_WITHIN_S = 1.5
+"""How long `show` waits for a worker to answer (the command answers within 2 s)."""
+
+
 async def _show_run(args: argparse.Namespace, runs: Any) -> int:
-    return await _show(args, _OneRun(await runs.state(args.run)))  # type: ignore[arg-type]
+    state = await runs.state(args.run, within=SHOW_WITHIN_S)
+    return await _show(args, _OneRun(state))  # type: ignore[arg-type]
 
 
 async def _decide(args: argparse.Namespace, runs: Any) -> int:

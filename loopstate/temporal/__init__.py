@@ -16,6 +16,7 @@ from loopstate.temporal.data import (
     RunSettings,
     StartRun,
 )
+from loopstate.temporal.replay import ReplayReport, replay_history
 from loopstate.temporal.worker import DEFAULT_TASK_QUEUE, agent_worker, data_converter
 from loopstate.temporal.workflow import AgentWorkflow
 
@@ -29,10 +30,12 @@ __all__ = [
     "DecideRequest",
     "DirectoryBlobs",
     "PendingCall",
+    "ReplayReport",
     "RunSettings",
     "StartRun",
     "TemporalRuns",
     "agent_worker",
     "data_converter",
     "load_state",
+    "replay_history",
 ]

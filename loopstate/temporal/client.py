@@ -14,6 +14,7 @@ Signal instead, checked when the run applies it. The inbox reads search attribut
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ from temporalio.client import (
     Client,
     Interceptor,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from loopstate.engine.approval import ApprovalRequest, Approve, Deny, Edit, as_decision
 from loopstate.engine.errors import DecisionError, LoopstateError, RunNotFound, RunNotResumable
@@ -93,10 +95,25 @@ class TemporalRuns:
         """Wait for the run to end (following continue-as-new) and return its result."""
         return await self._handle(run_id).result()
 
-    async def state(self, run_id: str) -> RunState:
-        """The run's state now (a Query: needs a live worker, or an ended run)."""
-        state: RunState = await self._query(run_id, "state", RunState)
-        return state
+    async def state(self, run_id: str, *, within: float | None = None) -> RunState:
+        """The run's state now (a Query: needs a live worker, or an ended run). With
+        `within`, a run no worker answers for in that many seconds (none serves it, or its
+        workflow task keeps failing) raises `LoopstateError` saying which."""
+        if within is None:
+            state: RunState = await self._query(run_id, "state", RunState)
+            return state
+        handle = self._handle(run_id)
+        try:
+            answered: RunState = await handle.query(
+                "state", result_type=RunState, rpc_timeout=timedelta(seconds=within)
+            )
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise _not_found(run_id, exc) from None
+            raise await _unanswered(handle, run_id, within, exc) from None
+        except WorkflowQueryFailedError as exc:
+            raise await _unanswered(handle, run_id, within, exc) from None
+        return answered
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
         pending: list[ApprovalRequest] = await self._query(run_id, "pending", list[ApprovalRequest])
@@ -192,6 +209,29 @@ async def load_state(url: str, run_id: str) -> RunState:
     address, _, namespace = url.removeprefix("temporal://").partition("/")
     runs = await TemporalRuns.connect(address, namespace=namespace or "default")
     return await runs.state(run_id)
+
+
+async def _unanswered(
+    handle: WorkflowHandle[Any, RunResult], run_id: str, within: float, exc: Exception
+) -> LoopstateError:
+    """Why a run's Query got no answer, from its description (which needs no worker)."""
+    try:
+        described = await handle.describe()
+    except RPCError:
+        return LoopstateError(f"run {run_id}: no answer within {within:g} s: {exc}")
+    raw = described.raw_description
+    task = raw.pending_workflow_task
+    if raw.HasField("pending_workflow_task") and task.attempt > 1:
+        return LoopstateError(
+            f"run {run_id}: its workflow task has failed {task.attempt - 1} time(s), so no "
+            "worker can answer for it (the agent or the code changed since it started? "
+            "`loopstate temporal replay` its history to see what); it stays "
+            f"{described.status.name if described.status else 'unknown'} on Temporal"
+        )
+    queue = raw.execution_config.task_queue.name or "its task queue"
+    return LoopstateError(
+        f"run {run_id}: no worker answered within {within:g} s (is one serving {queue}?)"
+    )
 
 
 def _reason(exc: WorkflowUpdateFailedError) -> str:
