@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from model_server import serve, stalled
 
-from loopstate import Agent, MemoryStore, ScriptedModel, tool
+from loopstate import Agent, MemoryStore, RunNotFound, ScriptedModel, tool
 from loopstate.engine.models.scripted import call
 from loopstate.engine.stores.sqlite import SQLiteStore
 
@@ -131,3 +131,15 @@ async def test_a_timeout_around_run_leaves_a_run_that_resumes() -> None:
     assert runs == 1  # not idempotent: once interrupted, reported unknown, never run again
     told = result.messages[-2].content or ""
     assert ("interrupted, outcome unknown" in told) if mid_tool else told == "slow done"
+
+
+def test_run_sync_errors_are_not_chained_to_a_missing_event_loop() -> None:
+    agent = Agent(ScriptedModel(["hi"]), store=MemoryStore())
+    with pytest.raises(RunNotFound) as raised:
+        agent.resume_sync("no-such-run")
+    # `asyncio.run` is no longer called while handling "no running event loop"
+    chain, error = [], raised.value.__context__
+    while error is not None:
+        chain.append(str(error))
+        error = error.__context__
+    assert not any("event loop" in said for said in chain), chain
