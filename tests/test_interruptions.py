@@ -143,3 +143,22 @@ def test_run_sync_errors_are_not_chained_to_a_missing_event_loop() -> None:
         chain.append(str(error))
         error = error.__context__
     assert not any("event loop" in said for said in chain), chain
+
+
+def test_loopstate_resume_interrupted_prints_one_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    child = Child(tmp_path, "put")
+    first = child.start("run")
+    wait_for_tool_start(first, "put")
+    child.interrupted(first, signal.SIGINT)
+    resume = subprocess.Popen(
+        [sys.executable, "-m", "loopstate", "resume", RUN, "--agent", "interrupt_agent:agent",
+         "--db", str(child.db)],
+        cwd=CHILD.parent, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert resume.stdout is not None
+    assert resume.stdout.readline().strip() == "tool put started"  # run again: idempotent
+    assert child.interrupted(resume, signal.SIGINT) == (
+        f"interrupted; resume with: loopstate resume {RUN} --agent interrupt_agent:agent\n"
+    )
+    assert child.stored() == ("executing_tool", None)
+    assert child.resume() == {"status": "done", "output": "told: put done"}
