@@ -47,7 +47,8 @@ class Terminated(KeyboardInterrupt):
 def run_interruptible(coroutine: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run`, with SIGTERM handled as SIGINT is: the main task is cancelled (its runs
     stop where they stand and release their leases), then `KeyboardInterrupt` is raised
-    (`Terminated` for SIGTERM)."""
+    (`Terminated` for SIGTERM). As asyncio does for SIGINT, only a default SIGTERM is taken
+    over (a program's own handler is left alone), and only in the main thread."""
     terminated = False
 
     async def main() -> T:
@@ -60,7 +61,9 @@ def run_interruptible(coroutine: Coroutine[Any, Any, T]) -> T:
             terminated = True
             task.cancel()
 
-        watch = threading.current_thread() is threading.main_thread()
+        watch = threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        )
         if watch:
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_term)
         try:
