@@ -114,3 +114,15 @@ async def wait_for_state(s: Served, run_id: str, state: str) -> RunState:
             return current
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} never reached {state} (is {current.state})")
+
+
+async def test_an_auth_error_is_final_on_temporal(temporal_address: str, tmp_path: Path) -> None:
+    policy = RetryPolicy(attempts=3, backoff_s=0.1)
+    with serve(error_reply(401), text_reply("never")) as server:
+        async with http_worker(temporal_address, tmp_path, server, policy) as s:
+            run_id = await s.runs.start("http", "hello", run_id="unauthorized")
+            result = await s.runs.result(run_id)
+    assert result.status == "failed"
+    assert result.failure is not None
+    assert result.failure.status == 401
+    assert len(server.requests) == 1  # not retried: resuming cannot fix a key
