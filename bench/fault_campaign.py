@@ -1,12 +1,14 @@
 """Fault campaign: runs with a non-idempotent tool, SIGKILLed at random moments, resumed to the end.
 
-    .venv/bin/python bench/fault_campaign.py [RUNS] [--seed N]
+    .venv/bin/python bench/fault_campaign.py [RUNS] [--seed N] [--signal KILL|INT|TERM]
 
 Each run is driven by child processes on one SQLite file: a gated `charge` (not idempotent,
 its decision queued from this process as the CLI does), then an idempotent `put`, then an
 answer. Every child is killed with SIGKILL after a random delay unless it finishes first, and
 the run is resumed by a fresh child until it ends. Printed: runs, kills, duplicated executions
-of `charge` (must be 0), lost decisions (0), unrecoverable runs (0).
+of `charge` (must be 0), lost decisions (0), unrecoverable runs (0). `--signal INT` or `TERM`
+interrupts the children instead (Ctrl-C, a shutdown): an interrupted run must resume as a
+killed one does, never end `aborted`.
 """
 
 from __future__ import annotations
@@ -59,13 +61,34 @@ def child(db: str, log: str, run_id: str, mode: str) -> None:
         lease_s=0.5,
         ids=lambda: run_id,
     )
-    if mode == "run":
-        asyncio.run(agent.run("charge and store"))
-    else:
-        asyncio.run(agent.resume(run_id))
+    from loopstate.engine.sync import run_interruptible
+
+    work = agent.run("charge and store") if mode == "run" else agent.resume(run_id)
+    print("driving", flush=True)  # an interrupting campaign aims past the start-up
+    try:
+        run_interruptible(work)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
-def campaign(runs: int, seed: int) -> dict[str, int]:
+def _started(
+    rng: random.Random, how: signal.Signals, *child: str
+) -> tuple[subprocess.Popen[str], float]:
+    """A child process, and when to stop it. Half the processes are killed at a random moment
+    of their life (a process takes ~0.3-1 s here, most of it starting Python); the others may
+    finish. An interruption is aimed at the run itself: after the child says it drives it."""
+    argv = [sys.executable, __file__, "--child", *child]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    deadline = rng.uniform(0.05, 1.2) if rng.random() < 0.5 else 60.0
+    if how != signal.SIGKILL and deadline < 60 and proc.stdout is not None:
+        proc.stdout.readline()
+        deadline = rng.uniform(0.0, 0.1)
+    return proc, deadline
+
+
+def campaign(runs: int, seed: int, how: signal.Signals = signal.SIGKILL) -> dict[str, int]:
     from loopstate.engine.errors import LoopstateError
     from loopstate.engine.operations import queue_decision
     from loopstate.engine.stores.sqlite import SQLiteStore
@@ -80,18 +103,11 @@ def campaign(runs: int, seed: int) -> dict[str, int]:
         mode, status = "run", "none"
         for _ in range(MAX_ATTEMPTS):
             totals["processes"] += 1
-            proc = subprocess.Popen(
-                [sys.executable, __file__, "--child", db, log, run_id, mode],
-                cwd=ROOT,
-                stderr=subprocess.DEVNULL,
-            )
-            # half the processes are killed at a random moment of their life (a process
-            # takes ~0.3-1 s here, most of it starting Python); the others may finish
-            deadline = rng.uniform(0.05, 1.2) if rng.random() < 0.5 else 60.0
+            proc, deadline = _started(rng, how, db, log, run_id, mode)
             try:
                 proc.wait(timeout=deadline)
             except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
+                os.kill(proc.pid, how)
                 proc.wait()
                 totals["kills"] += 1
             try:
@@ -108,7 +124,8 @@ def campaign(runs: int, seed: int) -> dict[str, int]:
                     queue_decision(store, run_id, pending, {"kind": "approve"}, actor="campaign")
                 )
                 totals["decisions"] += 1
-            time.sleep(0.55)  # let a killed holder's lease lapse (a live one is renewed)
+            if how == signal.SIGKILL:
+                time.sleep(0.55)  # let a killed holder's lease lapse (a live one is renewed)
         final = asyncio.run(store.load(run_id)) if status != "none" else None
         if final is None or final.status != "done":
             totals["unrecoverable"] += 1
@@ -131,9 +148,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=int, nargs="?", default=30)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--signal", choices=["KILL", "INT", "TERM"], default="KILL")
     args = parser.parse_args()
     started = time.perf_counter()
-    totals = campaign(args.runs, args.seed)
+    totals = campaign(args.runs, args.seed, signal.Signals[f"SIG{args.signal}"])
     print(
         f"runs {totals['runs']}, processes {totals.get('processes', 0)}, "
         f"kills {totals.get('kills', 0)}, decisions queued {totals.get('decisions', 0)}"
