@@ -88,6 +88,20 @@ def _started(
     return proc, deadline
 
 
+def _stopped(proc: subprocess.Popen[str], deadline: float, how: signal.Signals) -> bool:
+    """Wait for the child until `deadline`, then send it `how`; whether it was stopped."""
+    stopped = False
+    try:
+        proc.wait(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, how)
+        proc.wait()
+        stopped = True
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return stopped
+
+
 def campaign(runs: int, seed: int, how: signal.Signals = signal.SIGKILL) -> dict[str, int]:
     from loopstate.engine.errors import LoopstateError
     from loopstate.engine.operations import queue_decision
@@ -104,12 +118,7 @@ def campaign(runs: int, seed: int, how: signal.Signals = signal.SIGKILL) -> dict
         for _ in range(MAX_ATTEMPTS):
             totals["processes"] += 1
             proc, deadline = _started(rng, how, db, log, run_id, mode)
-            try:
-                proc.wait(timeout=deadline)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, how)
-                proc.wait()
-                totals["kills"] += 1
+            totals["kills"] += _stopped(proc, deadline, how)
             try:
                 state = asyncio.run(store.load(run_id))
             except LoopstateError:
