@@ -28,6 +28,7 @@ from loopstate.engine.failure import failure_of
 from loopstate.engine.hooks import HookChain
 from loopstate.engine.lease import LeaseKeeper
 from loopstate.engine.logs import get_logger
+from loopstate.engine.marks import mark_of
 from loopstate.engine.state import RunState, Transition
 from loopstate.engine.store import Store
 
@@ -225,6 +226,7 @@ class RunCore:
             at=now,
             reason=cause.reason,
             actor=cause.actor,
+            mark=mark_of(self.state),
         )
         self.state = self.state.evolve(
             transitions=(*self.state.transitions, transition), updated_at=now
@@ -233,7 +235,10 @@ class RunCore:
 
     async def save(self) -> None:
         """Save the run (the store appends what it lacks, renews the lease), then announce the
-        transitions made since the last save."""
+        transitions made since the last save. The latest of them is marked with the run's
+        shape as saved (what a fork at it starts from)."""
+        if self._unannounced:
+            self.state = _marked(self.state)
         state, ports = self.state, self.ports
         await ports.store.save(state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s)
         self.saved = state
@@ -278,6 +283,11 @@ class RunCore:
 
     def pending_ids(self) -> tuple[str, ...]:
         return tuple(c.call_id for c in self.state.batch if c.status == "awaiting")
+
+
+def _marked(state: RunState) -> RunState:
+    *before, last = state.transitions
+    return state.evolve(transitions=(*before, last.evolve(mark=mark_of(state))))
 
 
 def _event_id(event: Callable[..., object]) -> str:

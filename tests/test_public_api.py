@@ -11,7 +11,7 @@ PUBLIC = [
     "Abort", "Agent", "AgentLoop", "ApprovalPolicy", "ApprovalRequest", "Approve",
     "AssistantMessage", "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError",
     "DefinitionError", "Deny", "Edit", "Event", "Flow", "FlowData", "FlowDeps", "FlowMachine",
-    "FlowResult", "Gate", "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message",
+    "FlowResult", "ForkRefused", "Gate", "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message",
     "Model", "ModelError", "ModelRequest", "ModelResponse", "Output", "ParentLink", "Phase",
     "PostgresStore", "Recorder", "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel",
     "Rule", "RunBusy", "RunFailure", "RunNotFound", "RunNotResumable", "RunResult", "RunState",

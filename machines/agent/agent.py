@@ -15,6 +15,7 @@ from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.executor import DenialFormatter
+from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks, announce_start
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
@@ -301,6 +302,26 @@ class Agent:
             core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(loop, drain=drain)
         return await self._result(core)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        message: str | None = None,
+        replace_result: Mapping[str, str] | None = None,
+        replace_message: tuple[int, str] | None = None,
+        actor: str = "user",
+    ) -> str:
+        """The id of a new run whose past is run `run_id`'s up to transition `at`, copied
+        with no model or tool call: see `loopstate.engine.fork` (and `resume` to go on)."""
+        o = self.options
+        fork = await fork_run(
+            o.store, run_id, at=at, new_id=self.ids(), by=actor, clock=self.clock,
+            owner=lease_owner(), lease_s=o.lease_s, message=message,
+            replace_result=replace_result, replace_message=replace_message,
+        )  # fmt: skip
+        return fork.run_id
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
