@@ -3,8 +3,12 @@ in a real SQLite file — the past is neither asked of the model nor run again."
 
 from __future__ import annotations
 
+import json
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -235,3 +239,51 @@ async def test_a_fork_of_a_run_another_process_drives_is_refused(tmp_path: Path)
         await a.store.acquire(run_id, owner="elsewhere:1:x", now=a.clock(), ttl=60)
         with pytest.raises(RunBusy, match="busy"):
             await a.fork(run_id, at=6)
+
+
+CHILD = Path(__file__).with_name("fork_child.py")
+
+
+def child(db: Path, server: ModelServer, *args: str) -> subprocess.Popen[str]:
+    log = db.with_name("tools.log")
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), str(db), str(log), server.openai_base, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def last_line(proc: subprocess.Popen[str]) -> str:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return out.strip().splitlines()[-1]
+
+
+def test_a_run_killed_mid_tool_is_forked_in_one_process_and_resumed_in_another(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    with serve(tool_call_reply(("b1", "block", {})), text_reply("Recovered.")) as server:
+        source = child(db, server, "run")
+        assert source.stdout is not None
+        assert source.stdout.readline() == "started\n"
+        source.send_signal(signal.SIGKILL)
+        source.communicate(timeout=60)
+        before = rows(db, "source")
+
+        fork_id = last_line(child(db, server, "fork", "source", "2"))
+        assert len(server.requests) == 1
+        result = json.loads(last_line(child(db, server, "resume", fork_id)))
+
+    assert result == {"status": "done", "output": "Recovered."}
+    assert (tmp_path / "tools.log").read_text() == "block\n"  # the source's start, only
+    assert "interrupted" in told(server.bodies[1])[-1]  # reported as its process left it
+    # The source's history, calls and header are as they were; only the dead process's
+    # lease, which the fork took over to read the run, was given back (cleared).
+    after = rows(db, "source")
+    assert {t: after[t] for t in ("messages", "transitions", "calls")} == {
+        t: before[t] for t in ("messages", "transitions", "calls")
+    }
+    assert after["runs"][0][:10] == before["runs"][0][:10]
