@@ -226,7 +226,7 @@ class RunCore:
             at=now,
             reason=cause.reason,
             actor=cause.actor,
-            mark=mark_of(self.state),
+            mark=mark_of(self.state, saved=False),
         )
         self.state = self.state.evolve(
             transitions=(*self.state.transitions, transition), updated_at=now

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 class Mark(Frozen):
     """The run's shape when a transition was saved: counts, the batch's statuses, usage."""
 
+    state: str | None = None
+    """The run's `state` (its loop's state; None: the transition's target)."""
     messages: int
     calls: int
     batch_start: int
@@ -59,9 +61,11 @@ class ForkedFrom(Frozen):
         return lines
 
 
-def mark_of(state: RunState) -> Mark:
-    """The mark of `state` as it is now (kept with its latest transition when it is saved)."""
+def mark_of(state: RunState, *, saved: bool = True) -> Mark:
+    """The mark of `state` as it is now (kept with its latest transition when it is saved;
+    `saved=False`: as a transition is recorded, before the run's state follows it)."""
     return Mark.trusted(
+        state=state.state if saved else None,
         messages=len(state.messages),
         calls=len(state.calls),
         batch_start=state.batch_start,
