@@ -37,6 +37,7 @@ from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
 from loopstate.machines.agent.delegation import agent_tool
 from loopstate.machines.agent.fit import check_instructions, check_schemas, check_tools
+from loopstate.machines.agent.given import take_given_calls
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
 from loopstate.machines.agent.toolsets import open_toolsets
@@ -200,7 +201,9 @@ class Agent:
                 started = RunStarted(**core.at(), machine=state.machine, model=self.model.name)
                 await core.emit(started)
                 core.state = await announce_start(options.hooks, core.state)
-                await core.drive(LoopSteps(core, self._loop))
+                loop = LoopSteps(core, self._loop)
+                await take_given_calls(loop)
+                await core.drive(loop)
         return await self._result(core)
 
     def _toolsets_open(self) -> AbstractAsyncContextManager[None]:
@@ -304,24 +307,17 @@ class Agent:
         return await self._result(core)
 
     async def fork(
-        self,
-        run_id: str,
-        *,
-        at: int,
-        message: str | None = None,
+        self, run_id: str, *, at: int, message: str | None = None,
         replace_result: Mapping[str, str] | None = None,
-        replace_message: tuple[int, str] | None = None,
-        actor: str = "user",
-    ) -> str:
-        """The id of a new run whose past is run `run_id`'s up to transition `at`, copied
-        with no model or tool call: see `loopstate.engine.fork` (and `resume` to go on)."""
+        replace_message: tuple[int, str] | None = None, actor: str = "user",
+    ) -> str:  # fmt: skip
+        """The id of a new run: run `run_id` copied up to transition `at` (`engine.fork`)."""
         o = self.options
-        fork = await fork_run(
+        return (await fork_run(
             o.store, run_id, at=at, new_id=self.ids(), by=actor, clock=self.clock,
             owner=lease_owner(), lease_s=o.lease_s, message=message,
             replace_result=replace_result, replace_message=replace_message,
-        )  # fmt: skip
-        return fork.run_id
+        )).run_id  # fmt: skip
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
