@@ -51,11 +51,15 @@ async def test_from_step_two_serves_two_turns_then_goes_live_and_names_step_thre
     assert report.recorded_answer == {"text": None, "calls": ['read_file({"path": "f3"})']}
     assert report.new_answer == {"text": "Two files are enough.", "calls": []}
     assert (report.result.output, report.result.steps) == ("Two files are enough.", 3)
-    assert len(report.recorded_transitions) == 10 and len(report.new_transitions) == 6
-    assert len(report.recorded_tool_calls) == 4 and len(report.new_tool_calls) == 2
-    assert report.recorded_usage.prompt_tokens == 55 and report.new_usage.prompt_tokens == 33
+    assert len(report.recorded_transitions) == 10
+    assert len(report.new_transitions) == 6
+    assert len(report.recorded_tool_calls) == 4
+    assert len(report.new_tool_calls) == 2
+    assert report.recorded_usage.prompt_tokens == 55
+    assert report.new_usage.prompt_tokens == 33
     lines = report.lines()
-    assert lines[1].split()[-1] == "3" and "Two files are enough." in lines[2]
+    assert lines[1].split()[-1] == "3"
+    assert "Two files are enough." in lines[2]
 
 
 async def test_a_live_run_that_agrees_with_the_recording_does_not_depart(tmp_path: Path) -> None:
@@ -64,7 +68,8 @@ async def test_a_live_run_that_agrees_with_the_recording_does_not_depart(tmp_pat
     with serve(*FIVE[3:], text_reply("Read all four.")) as server:
         agent = Agent(model(server.openai_base, "new"), tools, store=MemoryStore())
         report = await replay(tape, agent, from_step=3)
-    assert report.first_divergent_step is None and runs["read_file"] == 1  # step 4's read, live
+    assert report.first_divergent_step is None
+    assert runs["read_file"] == 1
     assert report.recorded_transitions == report.new_transitions
 
 
@@ -107,4 +112,5 @@ async def test_the_cli_replays_from_a_step_and_prints_the_departure(tmp_path: Pa
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["first_divergent_step"] == 3 and len(server.requests) == 1
+    assert report["first_divergent_step"] == 3
+    assert len(server.requests) == 1
