@@ -54,6 +54,7 @@ from loopstate.machines.agent.loop import AgentLoop
 # submodule is imported (by the pytest plugin, the CLI, a test) Python binds the name to it, so
 # `from loopstate import replay` would give the module instead of the function (~20 ms).
 from loopstate.replay import replay, replay_flow, replay_sync
+from loopstate.replay_from import Departure
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
@@ -118,6 +119,7 @@ __all__ = [
     "DecisionError",
     "DefinitionError",
     "Deny",
+    "Departure",
     "Edit",
     "Event",
     "Flow",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from model_server import ModelServer, serve, text_reply, tool_call_reply
 
-from loopstate import Agent, Approve, Deny, ForkRefused, RunBusy, Tool, tool
+from loopstate import Agent, Approve, Deny, ForkRefused, RunBusy, RunNotResumable, Tool, tool
 from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.stores.sqlite import SQLiteStore
 
@@ -287,3 +287,19 @@ def test_a_run_killed_mid_tool_is_forked_in_one_process_and_resumed_in_another(
         t: before[t] for t in ("messages", "transitions", "calls")
     }
     assert after["runs"][0][:10] == before["runs"][0][:10]
+
+
+async def test_a_fork_resumed_by_an_agent_without_the_tools_its_calls_need_is_refused(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    with serve(*SOURCE) as server:
+        run_id, _, a = await source_run(server, db)
+        fork_id = await a.fork(run_id, at=4)
+        _, tools = counted_tools()
+        reader = agent(server, db, [t for t in tools if t.name == "read_file"])
+        with pytest.raises(RunNotResumable, match="lacks write_file") as refused:
+            await reader.resume(fork_id)
+    assert "\n" not in str(refused.value)
+    assert len(server.requests) == 4
+    assert (await a.store.load(fork_id)).state == "awaiting_approval"  # unchanged, resumable
