@@ -22,7 +22,13 @@ from collections.abc import Mapping
 from loopstate.engine.clock import Clock
 from loopstate.engine.errors import ForkRefused
 from loopstate.engine.marks import ForkedFrom, Mark, mark_of
-from loopstate.engine.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from loopstate.engine.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord, FlowPosition, RunState, Transition
 from loopstate.engine.store import Store
@@ -207,6 +213,17 @@ def _add_message(state: RunState, text: str) -> RunState:
     return state.evolve(queued_message=text)
 
 
+def _with_instructions(state: RunState, text: str | None) -> tuple[RunState, str | None]:
+    """`state` opened by the system message `text` (None, or the same: unchanged)."""
+    messages = state.messages
+    first = messages[0] if messages else None
+    stored = first.content if isinstance(first, SystemMessage) else None
+    if text is None or stored == text:
+        return state, None
+    rest = messages[1:] if stored is not None else messages
+    return state.evolve(messages=(SystemMessage(content=text), *rest)), text
+
+
 async def fork_run(
     store: Store,
     run_id: str,
@@ -220,10 +237,12 @@ async def fork_run(
     message: str | None = None,
     replace_result: Mapping[str, str] | None = None,
     replace_message: tuple[int, str] | None = None,
+    instructions: str | None = None,
 ) -> RunState:
     """Store the fork of run `run_id` at transition `at` as run `new_id` and return it. The
     source's lease is held while it is read (`RunBusy` if another process drives it), so
-    what is copied is one committed state; the source itself is not written."""
+    what is copied is one committed state; the source itself is not written. `instructions`
+    (the forking agent's) replace the source's system message when they differ."""
     now = clock()
     source = await store.acquire(run_id, owner=owner, now=now, ttl=lease_s)
     try:
@@ -231,13 +250,14 @@ async def fork_run(
         check_forkable(state, at)
         results = dict(replace_result or {})
         state = with_edits(state, results=results, replaced=replace_message, message=message)
+        state, instructions = _with_instructions(state, instructions)
         fork = state.evolve(
             run_id=new_id,
             created_at=now,
             updated_at=now,
             forked_from=ForkedFrom(
                 run_id=run_id, seq=at, by=by, at=now, message=message, results=results,
-                replaced_message=replace_message,
+                replaced_message=replace_message, instructions=instructions,
             ),
         )  # fmt: skip
         await store.create(fork, owner=owner, now=now, ttl=lease_s)

@@ -50,6 +50,8 @@ class ForkedFrom(Frozen):
     """Tool results replaced, by call id."""
     replaced_message: tuple[int, str] | None = None
     """A user message replaced: its index in the history and its new text."""
+    instructions: str | None = None
+    """The forking agent's instructions, when they replaced the source's."""
 
     def edits(self) -> list[str]:
         """What was changed at the fork point, one line each."""
@@ -58,6 +60,8 @@ class ForkedFrom(Frozen):
             lines.append(f"message {self.replaced_message[0]} replaced")
         if self.message is not None:
             lines.append("user message appended")
+        if self.instructions is not None:
+            lines.append("instructions replaced")
         return lines
 
 

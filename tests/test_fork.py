@@ -303,3 +303,22 @@ async def test_a_fork_resumed_by_an_agent_without_the_tools_its_calls_need_is_re
     assert "\n" not in str(refused.value)
     assert len(server.requests) == 4
     assert (await a.store.load(fork_id)).state == "awaiting_approval"  # unchanged, resumable
+
+
+async def test_a_fork_made_by_an_agent_with_other_instructions_runs_under_them(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    with serve(*SOURCE) as server, serve(text_reply("Done, tersely.")) as other:
+        run_id, _, _ = await source_run(server, db)
+        _, tools = counted_tools()
+        terse = agent(other, db, tools, name="other-model", instructions="Be terse.")
+        fork_id = await terse.fork(run_id, at=8)
+        result = await terse.resume(fork_id)
+        fork = await terse.store.load(fork_id)
+
+    assert result.output == "Done, tersely."
+    assert told(other.bodies[0])[0] == "Be terse."
+    assert told(other.bodies[0])[1:] == told(server.bodies[3])  # the past, as the source had it
+    assert fork.forked_from is not None
+    assert fork.forked_from.edits() == ["instructions replaced"]

@@ -311,12 +311,14 @@ class Agent:
         replace_result: Mapping[str, str] | None = None,
         replace_message: tuple[int, str] | None = None, actor: str = "user",
     ) -> str:  # fmt: skip
-        """The id of a new run: run `run_id` copied up to transition `at` (`engine.fork`)."""
+        """The id of a new run: run `run_id` copied up to transition `at` (`engine.fork`),
+        opened by this agent's instructions."""
         o = self.options
         return (await fork_run(
             o.store, run_id, at=at, new_id=self.ids(), by=actor, clock=self.clock,
             owner=lease_owner(), lease_s=o.lease_s, message=message,
             replace_result=replace_result, replace_message=replace_message,
+            instructions=self.instructions,
         )).run_id  # fmt: skip
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
