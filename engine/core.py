@@ -218,6 +218,8 @@ class RunCore:
         """Append a transition to the audit trail; it is announced once saved."""
         now = self.ports.clock()
         cause = cause or Cause()
+        if len(self.state.transitions) > len(self.saved.transitions):
+            self.state = _marked(self.state)  # a second one before a save: mark the first now
         transition = Transition.trusted(
             seq=len(self.state.transitions) + 1,
             source=source,
@@ -226,7 +228,6 @@ class RunCore:
             at=now,
             reason=cause.reason,
             actor=cause.actor,
-            mark=mark_of(self.state, saved=False),
         )
         self.state = self.state.evolve(
             transitions=(*self.state.transitions, transition), updated_at=now
@@ -237,7 +238,7 @@ class RunCore:
         """Save the run (the store appends what it lacks, renews the lease), then announce the
         transitions made since the last save. The latest of them is marked with the run's
         shape as saved (what a fork at it starts from)."""
-        if self._unannounced:
+        if len(self.state.transitions) > len(self.saved.transitions):
             self.state = _marked(self.state)
         state, ports = self.state, self.ports
         await ports.store.save(state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s)

@@ -71,11 +71,6 @@ def _rebuild(
     told = _results_told(source.messages[mark.messages :])
     known = source.calls[mark.batch_start : mark.calls]
     batch = tuple(_call_at(c, s, told) for c, s in zip(known, mark.statuses, strict=True))
-    if mark.state is None and source.flow is not None:
-        raise ForkRefused(
-            f"transition {transition.seq} of flow run {source.run_id} was saved with a later "
-            "one: fork at that one"
-        )
     target = mark.state or transition.target
     done = target == "done"
     last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)

@@ -65,11 +65,11 @@ class ForkedFrom(Frozen):
         return lines
 
 
-def mark_of(state: RunState, *, saved: bool = True) -> Mark:
-    """The mark of `state` as it is now (kept with its latest transition when it is saved;
-    `saved=False`: as a transition is recorded, before the run's state follows it)."""
+def mark_of(state: RunState) -> Mark:
+    """The mark of `state` as it is now: kept with its latest transition when it is saved, or
+    when another transition follows it before a save."""
     return Mark.trusted(
-        state=state.state if saved else None,
+        state=state.state,
         messages=len(state.messages),
         calls=len(state.calls),
         batch_start=state.batch_start,
