@@ -261,6 +261,7 @@ def last_line(proc: subprocess.Popen[str]) -> str:
     return out.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_tool_is_forked_in_one_process_and_resumed_in_another(
     tmp_path: Path,
 ) -> None:
