@@ -34,6 +34,8 @@ from loopstate.engine.state import CallRecord, FlowPosition, RunState, Transitio
 from loopstate.engine.store import Store
 
 _ENDINGS = ("failed", "aborted")
+_TRACE_KEY = "trace_context"
+"""Where `loopstate.telemetry` keeps a run's trace context in its metadata."""
 _EDIT_NOTE = "[The reviewer edited the arguments;"
 _STARTED = ("running", "succeeded", "failed", "interrupted")
 _REPORTED = ("succeeded", "failed", "interrupted")
@@ -248,6 +250,8 @@ async def fork_run(
         state, instructions = _with_instructions(state, instructions)
         fork = state.evolve(
             run_id=new_id,
+            # a run's trace (OTelHooks keeps it here) is its own: the fork starts its own
+            metadata={k: v for k, v in state.metadata.items() if k != _TRACE_KEY},
             created_at=now,
             updated_at=now,
             forked_from=ForkedFrom(

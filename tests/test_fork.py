@@ -16,7 +16,21 @@ from typing import Any
 import pytest
 from model_server import ModelServer, serve, text_reply, tool_call_reply
 
-from loopstate import Agent, Approve, Deny, ForkRefused, RunBusy, RunNotResumable, Tool, tool
+from loopstate import (
+    Agent,
+    Approve,
+    Deny,
+    ForkRefused,
+    MemoryStore,
+    RunBusy,
+    RunNotResumable,
+    RunState,
+    ScriptedModel,
+    Tool,
+    Transition,
+    UserMessage,
+    tool,
+)
 from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.stores.sqlite import SQLiteStore
 
@@ -323,3 +337,18 @@ async def test_a_fork_made_by_an_agent_with_other_instructions_runs_under_them(
     assert told(other.bodies[0])[1:] == told(server.bodies[3])  # the past, as the source had it
     assert fork.forked_from is not None
     assert fork.forked_from.edits() == ["instructions replaced"]
+
+
+async def test_a_fork_keeps_the_runs_metadata_but_not_its_trace() -> None:
+    store = MemoryStore()
+    now = Transition(seq=1, source="idle", target="thinking", event="start", at=1.0)
+    source = RunState(
+        run_id="src", state="thinking", messages=(UserMessage(content="hi"),), transitions=(now,),
+        metadata={"team": "docs", "trace_context": {"traceparent": "00-ab-cd-01"}},
+    )  # fmt: skip
+    await store.create(source, owner="me", now=1.0, ttl=1.0)
+    await store.release("src", owner="me")
+    a = Agent(ScriptedModel([]), store=store, ids=lambda: "fork")
+    fork = await store.load(await a.fork("src", at=1))
+    assert fork.metadata == {"team": "docs"}
+    assert (await store.load("src")).metadata["trace_context"] == {"traceparent": "00-ab-cd-01"}
