@@ -32,6 +32,7 @@ from loopstate import (
     tool,
 )
 from loopstate.engine.models.litellm import LiteLLMModel
+from loopstate.engine.models.scripted import call
 from loopstate.engine.stores.sqlite import SQLiteStore
 
 SOURCE = (
@@ -352,3 +353,20 @@ async def test_a_fork_keeps_the_runs_metadata_but_not_its_trace() -> None:
     fork = await store.load(await a.fork("src", at=1))
     assert fork.metadata == {"team": "docs"}
     assert (await store.load("src")).metadata["trace_context"] == {"traceparent": "00-ab-cd-01"}
+
+
+async def test_a_fork_at_the_transition_that_ended_a_run_is_refused_before_it_is_not() -> None:
+    _, tools = counted_tools()
+    script = ScriptedModel([call("write_file", {"path": "b", "content": "x"}), "Written."])
+    a = Agent(script, tools, store=MemoryStore(), ids=iter(["src", "f1", "f2"]).__next__)
+    waiting = await a.run("Write b.")
+    ended = await a.abort(waiting.run_id, "changed my mind")
+    last = len(ended.transitions)
+    with pytest.raises(ForkRefused, match=f"transition {last} of run src ends it \\(aborted\\)"):
+        await a.fork("src", at=last)
+    fork = await a.store.load(await a.fork("src", at=last - 1))
+    assert (fork.status, fork.stop_reason, [p.tool for p in fork.pending]) == (
+        "awaiting_approval",
+        None,
+        ["write_file"],
+    )
