@@ -15,7 +15,6 @@ from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.executor import DenialFormatter
-from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks, announce_start
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.model import Model, ToolChoice
@@ -34,6 +33,7 @@ from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.sync import blocking
 from loopstate.engine.tool import Tool, Toolset
 from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
+from loopstate.machines.agent import forking
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
 from loopstate.machines.agent.delegation import agent_tool
 from loopstate.machines.agent.fit import check_instructions, check_schemas, check_tools
@@ -306,20 +306,7 @@ class Agent:
             await core.drive(loop, drain=drain)
         return await self._result(core)
 
-    async def fork(
-        self, run_id: str, *, at: int, message: str | None = None,
-        replace_result: Mapping[str, str] | None = None,
-        replace_message: tuple[int, str] | None = None, actor: str = "user",
-    ) -> str:  # fmt: skip
-        """The id of a new run: run `run_id` copied up to transition `at` (`engine.fork`),
-        opened by this agent's instructions."""
-        o = self.options
-        return (await fork_run(
-            o.store, run_id, at=at, new_id=self.ids(), by=actor, clock=self.clock,
-            owner=lease_owner(), lease_s=o.lease_s, message=message,
-            replace_result=replace_result, replace_message=replace_message,
-            instructions=self.instructions,
-        )).run_id  # fmt: skip
+    fork = forking.fork
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
