@@ -28,6 +28,7 @@ from loopstate.engine.failure import failure_of
 from loopstate.engine.hooks import HookChain
 from loopstate.engine.lease import LeaseKeeper
 from loopstate.engine.logs import get_logger
+from loopstate.engine.marks import mark_of
 from loopstate.engine.state import RunState, Transition
 from loopstate.engine.store import Store
 
@@ -220,6 +221,8 @@ class RunCore:
         """Append a transition to the audit trail; it is announced once saved."""
         now = self.ports.clock()
         cause = cause or Cause()
+        if len(self.state.transitions) > len(self.saved.transitions):
+            self.state = _marked(self.state)  # a second one before a save: mark the first now
         transition = Transition.trusted(
             seq=len(self.state.transitions) + 1,
             source=source,
@@ -236,7 +239,10 @@ class RunCore:
 
     async def save(self) -> None:
         """Save the run (the store appends what it lacks, renews the lease), then announce the
-        transitions made since the last save."""
+        transitions made since the last save. The latest of them is marked with the run's
+        shape as saved (what a fork at it starts from)."""
+        if len(self.state.transitions) > len(self.saved.transitions):
+            self.state = _marked(self.state)
         state, ports = self.state, self.ports
         await ports.store.save(state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s)
         self.saved = state
@@ -281,6 +287,11 @@ class RunCore:
 
     def pending_ids(self) -> tuple[str, ...]:
         return tuple(c.call_id for c in self.state.batch if c.status == "awaiting")
+
+
+def _marked(state: RunState) -> RunState:
+    *before, last = state.transitions
+    return state.evolve(transitions=(*before, last.evolve(mark=mark_of(state))))
 
 
 def _event_id(event: Callable[..., object]) -> str:

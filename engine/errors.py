@@ -10,6 +10,7 @@ LoopstateError
 ├── RunNotFound            no run with that id in the store
 ├── RunBusy                another process holds the run's lease
 ├── RunNotResumable        the run is finished, or not waiting for what was given
+├── ForkRefused            a fork asked for a transition, edit or run it cannot copy
 ├── StoreError             a stored row is corrupt or from a newer schema, or the store's
 │                          file is damaged or held locked too long by another process
 ├── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
@@ -106,6 +107,11 @@ class RunBusy(LoopstateError):
 class RunNotResumable(LoopstateError):
     """The run cannot take what was asked: it has ended, waits for something else, or
     the agent given cannot continue it (a missing tool, other instructions)."""
+
+
+class ForkRefused(LoopstateError):
+    """A fork (`Agent.fork`) was refused, nothing written: no such transition, one recorded
+    without what a fork needs, an edit that does not fit, or a kind of run not forkable."""
 
 
 class StoreError(LoopstateError):

@@ -22,6 +22,7 @@ from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.failure import RunFailure
+from loopstate.engine.marks import ForkedFrom, Mark
 from loopstate.engine.messages import Message
 from loopstate.engine.model import Usage
 from loopstate.engine.rule import Rule
@@ -162,6 +163,8 @@ class Transition(Frozen):
     at: float
     reason: str | None = None
     actor: str | None = None
+    mark: Mark | None = None
+    """The run's shape when the transition was saved (what a fork at it starts from)."""
 
 
 class Revocation(Frozen):
@@ -307,6 +310,9 @@ class RunState(Frozen):
     flow: FlowPosition | None = None
     parent: ParentLink | None = None
     """Set on a child run: which run and call (or phase) delegated to it."""
+    forked_from: ForkedFrom | None = None
+    """Set on a fork (`Agent.fork`): the run and transition it was copied from, and the
+    edits made at the fork point."""
 
     @model_validator(mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from loopstate.engine.errors import (
     CassetteError,
     DecisionError,
     DefinitionError,
+    ForkRefused,
     LoopstateError,
     ModelError,
     RunBusy,
@@ -54,6 +55,7 @@ from loopstate.machines.agent.loop import AgentLoop
 # submodule is imported (by the pytest plugin, the CLI, a test) Python binds the name to it, so
 # `from loopstate import replay` would give the module instead of the function (~20 ms).
 from loopstate.replay import replay, replay_flow, replay_sync
+from loopstate.replay_from import Departure
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
@@ -118,6 +120,7 @@ __all__ = [
     "DecisionError",
     "DefinitionError",
     "Deny",
+    "Departure",
     "Edit",
     "Event",
     "Flow",
@@ -125,6 +128,7 @@ __all__ = [
     "FlowDeps",
     "FlowMachine",
     "FlowResult",
+    "ForkRefused",
     "Gate",
     "Hooks",
     "LiteLLMModel",

@@ -7,6 +7,8 @@
 replays `cassettes/test_docs_agent.jsonl` next to the test file (no network, no side effects;
 a changed prompt, tool or machine fails with a diff). `pytest --loopstate-record` runs the
 agent for real instead (its model needs its key) and writes the cassette anew.
+`await loopstate_cassette.from_step(agent, 2)` keeps the first two recorded turns, goes on
+live with the agent's model and says where the run departs from the recording.
 `@pytest.mark.loopstate_cassette("name")` names the cassette (`cassettes/name.jsonl`).
 A divergence fails the test with its diff alone (no engine frames) and the command that
 re-records it. Recording keeps its runs in memory: never in the project's `.loopstate/`.
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from loopstate.engine.messages import Message
     from loopstate.engine.result import RunResult
     from loopstate.machines.agent import Agent
+    from loopstate.replay_from import Departure
 
 MARKER = "loopstate_cassette"
 
@@ -84,6 +87,22 @@ class CassetteFixture:
         existing = [] if hooks is None else [hooks] if not isinstance(hooks, list) else hooks
         recording = agent.clone(hooks=[*existing, recorder], store=MemoryStore())
         return await recording.run(prompt)
+
+    async def from_step(self, agent: Agent, step: int) -> Departure:
+        """Serve the cassette's first `step` model turns and their tool results, then run
+        `agent` live (its model, tools, approver): where the new run departs from the
+        recording (`Departure`), e.g. to assert on a model or prompt change from a prefix."""
+        from loopstate.replay import replay
+
+        if not self.path.exists():
+            pytest.fail(f"no cassette {self.path}: record it with --loopstate-record")
+        return await replay(self.path, agent, from_step=step)
+
+    def from_step_sync(self, agent: Agent, step: int) -> Departure:
+        """`from_step` for tests that are not async."""
+        from loopstate.engine.sync import blocking
+
+        return blocking(self.from_step(agent, step), instead="loopstate_cassette.from_step(...)")
 
     def run_sync(
         self,

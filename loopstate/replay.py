@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import TypeAdapter
 
+from loopstate.engine.errors import DefinitionError
 from loopstate.engine.messages import Message, SystemMessage
 from loopstate.engine.recording.cassette import Cassette
 from loopstate.engine.recording.replay import (
@@ -24,6 +25,31 @@ from loopstate.engine.sync import blocking
 from loopstate.machines.agent import Agent
 from loopstate.machines.flows import Flow, FlowResult
 from loopstate.replay_children import ChildReplays
+from loopstate.replay_from import Departure, replay_from
+
+
+@overload
+async def replay(
+    cassette: Cassette | str | Path,
+    agent: Agent | None = None,
+    *,
+    prompt: str | Sequence[Message] | None = None,
+    live_tools: bool = False,
+    live_approver: bool = False,
+    from_step: None = None,
+) -> RunResult: ...
+
+
+@overload
+async def replay(
+    cassette: Cassette | str | Path,
+    agent: Agent,
+    *,
+    prompt: str | Sequence[Message] | None = None,
+    live_tools: bool = False,
+    live_approver: bool = False,
+    from_step: int,
+) -> Departure: ...
 
 
 async def replay(
@@ -33,7 +59,8 @@ async def replay(
     prompt: str | Sequence[Message] | None = None,
     live_tools: bool = False,
     live_approver: bool = False,
-) -> RunResult:
+    from_step: int | None = None,
+) -> RunResult | Departure:
     """Replay `cassette` with no network: recorded model turns, recorded tool results (or the
     agent's real tools with `live_tools=True`), recorded decisions (or the agent's own
     approver with `live_approver=True`, so a changed approval policy is tested: a different
@@ -47,6 +74,10 @@ async def replay(
 
     Sub-agents (`Agent.as_tool`) of a recorded `agent` replay too: each child run from its
     own cassette next to `cassette` (given as a path), recorded by the parent's `Recorder`.
+
+    `from_step=N` serves only the recording's first N model turns and their tool results,
+    then `agent` goes on live (its model, tools, approver) and the `Departure` returned says
+    where the new run leaves the recording (see `loopstate.replay_from`).
     """
     tape = load(cassette)
     children = ChildReplays(None if isinstance(cassette, Cassette) else Path(cassette), live_tools)
@@ -59,6 +90,10 @@ async def replay(
         if prompt is not None
         else _opening(turns[min(turns)]["request"]["messages"], keep_system=agent is None)
     )
+    if from_step is not None:
+        if agent is None:
+            raise DefinitionError("replay(from_step=...) needs the agent that goes on live")
+        return await replay_from(tape, agent, from_step, opening)
     base = agent or Agent(model)
     real = list(base.tools) if agent is not None else None
     outcome = tape.outcome() or {}

@@ -76,3 +76,33 @@ def test_a_missing_cassette_says_how_to_record_it(tmp_path: Path) -> None:
     out = pytest_run(tmp_path, env=env)
     assert out.returncode == 1
     assert "record it with --loopstate-record" in out.stdout
+
+
+NEW_MODEL_TEST = """
+
+@pytest.mark.loopstate_cassette("test_lookup")
+def test_another_model_from_step_one(loopstate_cassette):
+    agent = make_agent()
+    report = loopstate_cassette.from_step_sync(agent.clone(model=LiteLLMModel(
+        "openai/new-model", api_base=os.environ["NEW_URL"], api_key="sk-test")), 1)
+    assert report.first_divergent_step == 2
+    assert report.new_answer == {"text": "A library, briefly.", "calls": []}
+"""
+
+
+def test_a_test_keeps_a_recorded_prefix_and_asserts_on_another_model(tmp_path: Path) -> None:
+    test_file = tmp_path / "test_user.py"
+    test_file.write_text("import pytest\n" + USER_TEST.replace("PROMPT", "What is loopstate?"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    with serve(
+        tool_call_reply(("call_1", "lookup", {"term": "loopstate"})), text_reply("It is a library.")
+    ) as server:
+        recorded = pytest_run(tmp_path, "--loopstate-record",
+                              env={**env, "MODEL_URL": f"{server.url}/v1"})  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    test_file.write_text(test_file.read_text() + NEW_MODEL_TEST)
+    with serve(text_reply("A library, briefly.")) as new:
+        ran = pytest_run(tmp_path, "-k", "another_model", env={**env, "NEW_URL": f"{new.url}/v1"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert len(new.requests) == 1  # step 2 only: step 1 and its lookup came from the cassette
+    assert (tmp_path / "lookups.log").read_text() == "loopstate\n"

@@ -13,6 +13,7 @@ from support import make_tools
 from loopstate import (
     Agent,
     Approve,
+    ForkRefused,
     MemoryStore,
     PostgresStore,
     RunBusy,
@@ -398,3 +399,41 @@ async def test_a_sqlite_file_of_schema_1_is_migrated_and_its_ready_runs_found(
         corrupt(path, statement)
     assert await SQLiteStore(path).claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (3,)
+
+
+async def test_a_fork_copies_the_past_through_the_store_and_leaves_the_source_as_it_was(
+    handles,
+) -> None:
+    agent, counted = suspended_agent(handles())
+    agent = agent.clone(ids=iter(["run-1", "fork-1", "fork-2"]).__next__)
+    suspended = await agent.run("go")
+    write = suspended.pending[0].call_id
+    await agent.resume("run-1", {write: Approve()})
+    source = await handles().load("run-1")  # another handle: as another process reads it
+    fork_id = await agent.fork("run-1", at=2, message="and then?")
+    fork = await handles().load(fork_id)
+    assert await handles().load("run-1") == source
+    assert (fork.forked_from.run_id, fork.forked_from.seq) == ("run-1", 2)
+    assert fork.transitions == source.transitions[:2]
+    assert [(c.call_id, c.status) for c in fork.calls] == [
+        (suspended.messages[-1].tool_calls[0].id, "approved"),
+        (write, "awaiting"),
+    ]
+    assert fork.queued_message == "and then?"
+    assert [p.call_id for p in fork.pending] == [write]
+    assert counted == {"read_file": 1, "write_file": 1}
+
+
+async def test_a_run_saved_without_fork_points_forks_only_at_its_last_transition(store) -> None:
+    agent, _ = suspended_agent(store)
+    agent = agent.clone(ids=iter(["run-1", "fork-1", "fork-2"]).__next__)
+    suspended = await agent.run("go")
+    old = suspended.transitions
+    legacy = RunState(
+        run_id="old", state="awaiting_approval", messages=suspended.messages,
+        transitions=tuple(t.evolve(mark=None) for t in old),
+    )  # fmt: skip
+    await store.create(legacy, owner="me", now=0.0, ttl=1.0)
+    with pytest.raises(ForkRefused, match=f"only at its last transition \\({len(old)}\\)"):
+        await agent.fork("old", at=1)
+    assert (await store.load(await agent.fork("old", at=len(old)))).state == "awaiting_approval"

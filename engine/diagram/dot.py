@@ -10,6 +10,8 @@ from loopstate.engine.diagram.overlay import Overlay
 VISITED = 'fillcolor="#e3f2fd", color="#1e88e5"'
 CURRENT = 'fillcolor="#ffe082", color="#e65100", penwidth=3'
 UNVISITED = 'fillcolor="#fafafa", color="#bdbdbd", fontcolor="#9e9e9e"'
+INHERITED = 'style="rounded,filled,dashed", fillcolor="#eceff1", color="#78909c"'
+INHERITED_EDGE = 'color="#78909c", style=dashed'
 
 
 def to_dot(graph: Graph, overlay: Overlay | None = None) -> str:
@@ -55,6 +57,8 @@ def _node_style(node_id: str, overlay: Overlay | None) -> str:
         return ""
     if node_id == overlay.current:
         return CURRENT
+    if node_id in overlay.inherited_states:
+        return INHERITED
     return VISITED if node_id in overlay.visited else UNVISITED
 
 
@@ -66,13 +70,21 @@ def _edge(graph: Graph, edge: Edge, overlay: Overlay | None) -> str:
     if target != edge.target:
         attrs.append(f"lhead={_q('cluster_' + edge.target)}")
     if overlay is not None:
-        count = overlay.counts.get(edge.key, 0)
-        if count:
-            attrs[0] = f"label={_q(f'{edge.label()} ×{count}')}"
-            attrs.append('color="#1e88e5", penwidth=2')
-        else:
-            attrs.append('color="#bdbdbd", fontcolor="#9e9e9e"')
+        attrs[0:1] = _traversed(edge, overlay)
     return f"{_q(source)} -> {_q(target)} [{', '.join(attrs)}];"
+
+
+def _traversed(edge: Edge, overlay: Overlay) -> list[str]:
+    """An edge's label and style: traversed by the run (a fork: after its fork point), only
+    before the fork point (dashed), or never."""
+    count, before = overlay.counts.get(edge.key, 0), overlay.inherited.get(edge.key, 0)
+    label = edge.label() + (f" ×{count}" if count else "")
+    label += f" (×{before} before the fork)" if before else ""
+    if count:
+        return [f"label={_q(label)}", 'color="#1e88e5", penwidth=2']
+    if before:
+        return [f"label={_q(label)}", INHERITED_EDGE]
+    return [f"label={_q(label)}", 'color="#bdbdbd", fontcolor="#9e9e9e"']
 
 
 def _anchor(graph: Graph, state_id: str) -> str:

@@ -10,6 +10,7 @@ STYLES = (
     "    classDef current fill:#ffe082,stroke:#e65100,stroke-width:3px,color:#000",
     "    classDef unvisited fill:#fafafa,stroke:#bdbdbd,color:#9e9e9e",
 )
+INHERITED = "    classDef inherited fill:#eceff1,stroke:#78909c,stroke-dasharray:4 3,color:#37474f"
 
 
 def to_mermaid(graph: Graph, overlay: Overlay | None = None) -> str:
@@ -52,15 +53,19 @@ def _edge_label(edge: Edge, overlay: Overlay | None) -> str:
         count = overlay.counts.get(edge.key, 0)
         if count:
             label += f" ×{count}"
+        before = overlay.inherited.get(edge.key, 0)
+        if before:
+            label += f" (×{before} before the fork)"
     return label
 
 
 def _classes(graph: Graph, overlay: Overlay) -> list[str]:
     ids = [n.id for n in graph.walk()]
     visited = [i for i in ids if i in overlay.visited and i != overlay.current]
-    unvisited = [i for i in ids if i not in overlay.visited]
-    lines = list(STYLES)
-    for name, members in (("visited", visited), ("unvisited", unvisited)):
+    inherited = [i for i in ids if i in overlay.inherited_states]
+    unvisited = [i for i in ids if i not in overlay.visited and i not in inherited]
+    lines = [*STYLES, INHERITED] if inherited else list(STYLES)
+    for name, members in (("visited", visited), ("inherited", inherited), ("unvisited", unvisited)):
         if members:
             lines.append(f"    class {','.join(members)} {name}")
     if overlay.current is not None:

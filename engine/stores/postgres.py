@@ -96,7 +96,7 @@ class PostgresStore:
                 await db.execute(_INSERT, (*_columns(state, owner, now + ttl),))
             except errors.UniqueViolation:
                 raise StoreError(f"run {state.run_id} already exists in {self.where}") from None
-            await self._append(db, state, 0, 0)
+            await self._append(db, state, 0, 0, 0)
 
     async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         async with self._transaction() as db:
@@ -293,9 +293,17 @@ class PostgresStore:
         return row
 
     async def _append(
-        self, db: Connection, state: RunState, first_message: int, first_transition: int
+        self,
+        db: Connection,
+        state: RunState,
+        first_message: int,
+        first_transition: int,
+        first_call: int | None = None,
     ) -> None:
+        """Append the messages and transitions from the given indexes, upsert the calls from
+        `first_call` (default: the current batch's; a new run's all, a fork's past included)."""
         run_id = state.run_id
+        first_call = state.batch_start if first_call is None else first_call
         async with db.cursor() as cursor:
             try:
                 await cursor.executemany(
@@ -314,7 +322,7 @@ class PostgresStore:
             await cursor.executemany(
                 "INSERT INTO loopstate_calls (run_id, position, body) VALUES (%s, %s, %s) "
                 "ON CONFLICT (run_id, position) DO UPDATE SET body = EXCLUDED.body",
-                list(rows(run_id, state.batch_start, state.batch)),
+                list(rows(run_id, first_call, state.calls[first_call:])),
             )
             # Last, so the lock is held only from here to the commit (see the module's doc).
             await cursor.execute("SELECT pg_advisory_xact_lock(%s)", (EVENTS_LOCK,))

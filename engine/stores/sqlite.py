@@ -87,7 +87,7 @@ class SQLiteStore:
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {state.run_id} already exists in {self.path}") from None
-            self._append(db, state, 0, 0)
+            self._append(db, state, 0, 0, 0)
 
     @store_errors
     async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
@@ -345,9 +345,17 @@ class SQLiteStore:
             raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
 
     def _append(
-        self, db: sqlite3.Connection, state: RunState, first_message: int, first_transition: int
+        self,
+        db: sqlite3.Connection,
+        state: RunState,
+        first_message: int,
+        first_transition: int,
+        first_call: int | None = None,
     ) -> None:
+        """Append the messages and transitions from the given indexes, upsert the calls from
+        `first_call` (default: the current batch's; a new run's all, a fork's past included)."""
         run_id = state.run_id
+        first_call = state.batch_start if first_call is None else first_call
         try:
             db.executemany(
                 "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
@@ -365,7 +373,7 @@ class SQLiteStore:
             ) from None
         db.executemany(
             "INSERT OR REPLACE INTO calls (run_id, position, body) VALUES (?, ?, ?)",
-            rows(run_id, state.batch_start, state.batch),
+            rows(run_id, first_call, state.calls[first_call:]),
         )
         db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
 

@@ -70,7 +70,8 @@ def draw(args: argparse.Namespace) -> bytes:
                 f"draw it with `loopstate diagram {state.machine} --run {args.run}`"
             )
         target = target or state.machine
-        overlay = overlay_of(state.transitions, state.state)
+        fork = state.forked_from
+        overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
     if not target:
         raise DefinitionError("name a machine (e.g. agent) or pass --run")
     graph = graph_of(machine_class(target))

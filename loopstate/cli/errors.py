@@ -13,12 +13,13 @@ from loopstate.cli.text import shown
 from loopstate.engine.errors import (
     DecisionError,
     DefinitionError,
+    ForkRefused,
     LoopstateError,
     RunNotFound,
     RunNotResumable,
 )
 
-USAGE_ERRORS = (DefinitionError, DecisionError, RunNotFound, RunNotResumable)
+USAGE_ERRORS = (DefinitionError, DecisionError, ForkRefused, RunNotFound, RunNotResumable)
 
 
 def report(command: str, exc: LoopstateError) -> int:

@@ -21,6 +21,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("cassette")
     parser.add_argument("--agent", help="module:attr of an Agent to check the recording against")
     parser.add_argument("--diagram", action="store_true", help="print the run on its machine")
+    parser.add_argument(
+        "--from-step",
+        type=int,
+        metavar="N",
+        help="serve the first N recorded turns, then go on live with --agent's model and "
+        "report where the run departs from the recording",
+    )
+    parser.add_argument("--json", action="store_true", help="with --from-step: the report as JSON")
     parser.set_defaults(func=main)
 
 
@@ -31,6 +39,8 @@ def main(args: argparse.Namespace) -> int:
         tape = Cassette.load(args.cassette)
         agent = _agent(args.agent) if args.agent else None
         machine = _machine(tape)
+        if args.from_step is not None:
+            return _departure(tape, agent, args)
         if agent is None and machine != "agent":
             raise LoopstateError(
                 f"{args.cassette} records a {machine} run: replay it with --agent module:attr "
@@ -63,6 +73,20 @@ def main(args: argparse.Namespace) -> int:
 
         graph = graph_of(machine_class(machine))
         print(to_mermaid(graph, overlay_of(result.transitions, result.transitions[-1].target)))
+    return 0
+
+
+def _departure(tape: Cassette, agent: Any, args: argparse.Namespace) -> int:
+    from loopstate.machines.agent import Agent
+    from loopstate.replay import replay
+
+    if not isinstance(agent, Agent):
+        raise LoopstateError("--from-step needs --agent module:attr naming the Agent to go on live")
+    report = asyncio.run(replay(tape, agent, from_step=args.from_step))
+    if args.json:
+        print(report.model_dump_json(exclude={"result"}, indent=2))
+    else:
+        print("\n".join(shown(line) for line in report.lines()))
     return 0
 
 

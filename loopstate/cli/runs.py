@@ -1,4 +1,4 @@
-"""`loopstate runs list|show`, `approve`, `deny`, `edit`, `abort`, `resume`: stored runs.
+"""`loopstate runs list|show|pending|fork`, `approve`, `deny`, `edit`, `abort`, `resume`: runs.
 
 A run is named by its id or any unique prefix of it; the store by `--db` (before or after the
 command), `LOOPSTATE_DB`, or the nearest project's `.loopstate/runs.db`. These commands read an
@@ -16,6 +16,7 @@ from typing import Any
 
 from loopstate.cli.errors import interrupted, report
 from loopstate.cli.lookup import load_agent, resolve_run
+from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_tree import pending_lines, tree_lines
 from loopstate.cli.runs_view import show_json, show_lines, table
 from loopstate.cli.standing import (
@@ -54,6 +55,7 @@ def register(subparsers: Any) -> None:
         which, "pending", _pending, help="calls waiting for a decision, sub-agents' included"
     )
     pending.add_argument("run", nargs="?", help="only this run (default: every waiting run)")
+    register_fork(_command, which, _user())
 
     for name, helptext in (
         ("approve", "approve a pending call (or --all of them)"),

@@ -67,6 +67,7 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
         f"run {state.run_id} ({state.machine}): {state.status}, {state.steps} steps, "
         f"started {ago(state.created_at)} ago, updated {ago(state.updated_at)} ago",
     ]
+    lines += _forked_from(state)
     if state.stop_reason:
         lines.append(f"stop reason: {state.stop_reason}")
     if state.error:
@@ -86,8 +87,21 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
         who = f" by {t.actor}" if t.actor else ""
         why = f": {t.reason}" if t.reason else ""
         lines.append(f"  {t.seq:>3}  {t.source} → {t.target}  [{t.event}{who}{why}]")
+        if state.forked_from is not None and t.seq == state.forked_from.seq:
+            lines.append(f"       (above: copied from run {state.forked_from.run_id})")
     lines += _pending(state) if pending else []
     return [shown(line) for line in lines]
+
+
+def _forked_from(state: RunState) -> list[str]:
+    fork = state.forked_from
+    if fork is None:
+        return []
+    edits = "; ".join(fork.edits())
+    return [
+        f"forked from run {fork.run_id} at transition {fork.seq} by {fork.by}"
+        + (f": {edits}" if edits else "")
+    ]
 
 
 def show_json(state: RunState) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from loopstate.service import api_results, api_runs, api_streams, pages
+from loopstate.service import api_forks, api_results, api_runs, api_streams, pages
 from loopstate.service.auth import Action, Authorize
 from loopstate.service.problems import Problem, problem_handler, validation_handler
 from loopstate.service.service import Service, StreamPolicy
@@ -35,6 +35,7 @@ def service_router(service: Service) -> APIRouter:
     `install_errors(app)` so refusals are `application/problem+json`."""
     router = APIRouter()
     router.include_router(api_runs.routes(service))
+    router.include_router(api_forks.routes(service))
     router.include_router(api_results.routes(service))
     router.include_router(api_streams.routes(service))
     router.include_router(pages.routes(service))

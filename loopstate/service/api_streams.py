@@ -168,7 +168,8 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         graph = graph_of(machine_class(state.machine))
     except DefinitionError as exc:
         raise Problem(404, f"no diagram: {exc}") from None
-    overlay = overlay_of(state.transitions, state.state)
+    fork = state.forked_from
+    overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
     if fmt == "mermaid":
         return to_mermaid(graph, overlay)
     try:

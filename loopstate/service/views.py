@@ -96,4 +96,7 @@ def run_view(state: RunState) -> dict[str, Any]:
         "error": state.error,
         "created_at": state.created_at,
         "updated_at": state.updated_at,
+        "forked_from": None
+        if state.forked_from is None
+        else state.forked_from.model_dump(mode="json"),
     }

@@ -33,9 +33,11 @@ from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.sync import blocking, refuse_in_loop
 from loopstate.engine.tool import Tool, Toolset
 from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
+from loopstate.machines.agent import forking
 from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
 from loopstate.machines.agent.delegation import agent_tool
 from loopstate.machines.agent.fit import check_instructions, check_schemas, check_tools
+from loopstate.machines.agent.given import take_given_calls
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
 from loopstate.machines.agent.toolsets import open_toolsets
@@ -199,7 +201,9 @@ class Agent:
                 started = RunStarted(**core.at(), machine=state.machine, model=self.model.name)
                 await core.emit(started)
                 core.state = await announce_start(options.hooks, core.state)
-                await core.drive(LoopSteps(core, self._loop))
+                loop = LoopSteps(core, self._loop)
+                await take_given_calls(loop)
+                await core.drive(loop)
         return await self._result(core)
 
     def _toolsets_open(self) -> AbstractAsyncContextManager[None]:
@@ -307,6 +311,8 @@ class Agent:
             core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(loop, drain=drain)
         return await self._result(core)
+
+    fork = forking.fork
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""

@@ -14,6 +14,7 @@ from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
 from loopstate.engine.events import RunResumed, RunStarted
+from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks, announce_start
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
@@ -191,6 +192,29 @@ class Flow:
         """The stored run's usage: its own, the total with its child runs', and per agent (an
         agent phase's by the phase's name)."""
         return usage_report(await run_tree(self.store, run_id))
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        message: str | None = None,
+        replace_result: Mapping[str, str] | None = None,
+        replace_message: tuple[int, str] | None = None,
+        actor: str = "user",
+    ) -> str:
+        """The id of a new flow run whose past is run `run_id`'s up to transition `at`, copied
+        with no model or tool call (see `Agent.fork`); continue it with `resume`. A flow whose
+        agent phases ran in child runs at `at` is refused (`ForkRefused`)."""
+        state = await self.store.load(run_id)
+        _check_flow(state, self.name)
+        o = self.options
+        fork = await fork_run(
+            o.store, run_id, at=at, new_id=self.ids(), by=actor, clock=self.clock,
+            owner=lease_owner(), lease_s=o.lease_s, message=message,
+            replace_result=replace_result, replace_message=replace_message,
+        )  # fmt: skip
+        return fork.run_id
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""

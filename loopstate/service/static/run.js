@@ -40,14 +40,33 @@ async function load() {
   const u = run.usage;
   $("usage").textContent = `${run.steps} model calls · ${u.prompt_tokens} prompt + ${u.completion_tokens} completion tokens` +
     (u.cost_usd == null ? "" : ` · $${u.cost_usd.toFixed(4)}`);
-  $("transitions").replaceChildren(...run.transitions.map((t) =>
-    row([String(t.seq), `${t.from} → ${t.to}`, t.event, t.actor, t.reason, ls.time(t.time)])));
+  showForkedFrom(run.forked_from);
+  $("transitions").replaceChildren(...run.transitions.map((t) => {
+    const tr = row([String(t.seq), `${t.from} → ${t.to}`, t.event, t.actor, t.reason, ls.time(t.time)]);
+    if (run.forked_from && t.seq <= run.forked_from.seq) tr.classList.add("inherited");
+    tr.append(ls.el("td", {}, ls.el("button", { type: "button", text: "fork here", onclick: () => forkAt(t.seq) })));
+    return tr;
+  }));
   $("calls").replaceChildren(...run.calls.map((c) =>
     row([c.call_id, c.tool, ls.pretty(c.executed_arguments ?? c.arguments), c.status, c.decision, c.decided_by])));
   $("messages").replaceChildren(...run.messages.map((m) => ls.el("div", {},
     ls.el("strong", { text: m.role }),
     ls.el("pre", { text: m.content ?? ls.pretty(m.tool_calls ?? "") }))));
   await drawDiagram();
+}
+
+function showForkedFrom(origin) {
+  const holder = $("forked");
+  holder.hidden = !origin;
+  if (!origin) return;
+  const link = ls.el("a", { href: `/ui/runs/${encodeURIComponent(origin.run_id)}`, text: origin.run_id });
+  holder.replaceChildren(`forked from run `, link, ` at transition ${origin.seq} by ${origin.by}`);
+}
+
+async function forkAt(seq) {
+  const result = await ls.api("POST", `${base}/fork`, { at: seq }, crypto.randomUUID());
+  if (!result.ok) { $("live").textContent = result.data.detail || "cannot fork"; return; }
+  location.assign(`/ui/runs/${encodeURIComponent(result.data.run_id)}`);
 }
 
 function follow() {
