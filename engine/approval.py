@@ -13,11 +13,12 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError, DefinitionError
+from loopstate.engine.outside import outside, outside_json
 from loopstate.engine.rule import Rule
 
 
@@ -92,7 +93,8 @@ class Result(Frozen):
     kind: Literal["result"] = "result"
     digest: str | None = None
     by: str | None = None
-    value: Any
+    value: Annotated[Any, AfterValidator(outside_json)]
+    """JSON data: finite numbers, nested at most 64 deep, bounded in size (`engine/outside`)."""
 
     def __init__(self, value: Any = None, /, **data: Any) -> None:
         BaseModel.__init__(self, value=data.pop("value", value), **data)
@@ -171,14 +173,15 @@ _KINDS = "approve, deny, edit or abort"
 
 def as_decision(value: object) -> Decision:
     """A decision from a `Decision` object, its dict form (`{"kind": "approve"}`) or its JSON
-    text; `DecisionError` for anything else, saying what a decision looks like."""
+    text; `DecisionError` for anything else, saying what a decision looks like. Its text
+    passes the entry rule for outside data (`engine/outside.py`): it is made storable."""
     if isinstance(value, Approve | Deny | Edit | Abort | Result):
-        return value
+        return outside(value)
     try:
         if isinstance(value, str | bytes):
-            return _DECISION.validate_json(value)
+            return outside(_DECISION.validate_json(value))
         if isinstance(value, Mapping):
-            return _DECISION.validate_python(dict(value))
+            return outside(_DECISION.validate_python(dict(value)))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "decision"
@@ -190,6 +193,15 @@ def as_decision(value: object) -> Decision:
         f"{type(value).__name__} is not a decision; give Approve(), Deny(reason), "
         f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
     )
+
+
+def as_result(value: object) -> Result:
+    """An external tool's result from outside; `DecisionError` naming where it is not JSON
+    data a run can keep (see `engine/outside.py`)."""
+    try:
+        return outside(Result(value))
+    except ValidationError as exc:
+        raise DecisionError(f"result refused: {exc.errors(include_url=False)[0]['msg']}") from None
 
 
 def as_decisions(value: object) -> dict[str, Decision]:
