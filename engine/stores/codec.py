@@ -4,6 +4,7 @@ and decode it back, with errors that name the run, the row and the database."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,12 +13,14 @@ from pydantic import TypeAdapter, ValidationError
 from loopstate.engine.errors import StoreError
 from loopstate.engine.messages import Message
 from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
-from loopstate.engine.store import RunEvent, RunSummary, event_fields, summarize
+from loopstate.engine.store import DAMAGED, RunEvent, RunSummary, event_fields, summarize
 
 SPLIT = {"messages", "transitions", "calls"}
 COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
 """Header keys holding how many rows each table has for the run: a lost row is detected."""
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_SUMMARY = tuple(name for name in RunSummary.model_fields if name != "problem")
+"""The summary columns of a runs row, in order."""
 
 Rows = Iterable[tuple[int, Any]]
 """(index, body) rows of one table for one run, in order."""
@@ -66,11 +69,57 @@ def decode_event(row: tuple[Any, ...], where: str) -> RunEvent:
         ) from None
 
 
-def decode_run(
-    run_id: str, where: str, header_text: str, messages: Rows, transitions: Rows, calls: Rows
-) -> RunState:
-    """The run from its rows; `StoreError` naming the run and row if anything is corrupt,
-    lost, or written by a newer loopstate. `where` names the database."""
+LISTED = (
+    "run_id, machine, state, status, steps, pending, created_at, updated_at, stop_reason, header, "
+    "(SELECT COUNT(*) FROM {p}messages m WHERE m.run_id = r.run_id), "
+    "(SELECT COUNT(*) FROM {p}transitions t WHERE t.run_id = r.run_id), "
+    "(SELECT COUNT(*) FROM {p}calls c WHERE c.run_id = r.run_id)"
+)
+"""The columns `list_runs` reads (`{p}`: the tables' prefix; the runs table aliased `r`):
+the summary, then what tells a damaged run — its header and how many rows each table has."""
+
+
+def listed(row: tuple[Any, ...], where: str) -> RunSummary:
+    """A row of `LISTED` as a summary; a run whose header is corrupt, whose rows were lost,
+    or that a newer loopstate wrote is listed as `damaged` with the reason (never raised: one
+    damaged run must not hide the others)."""
+    summary, (header_text, *counts) = row[:9], row[9:]
+    run_id = str(summary[0])
+    try:
+        fields = check_header(run_id, where, header_text)
+        for (table, key), found in zip(COUNTS.items(), counts, strict=True):
+            expected = fields.get(key)
+            if expected is not None and expected != found:
+                raise StoreError(
+                    f"run {run_id}: {found} {table} rows in {where}, its header says {expected}"
+                )
+        return decode_summary(summary, where)
+    except StoreError as exc:
+        return damaged(summary, str(exc))
+
+
+def damaged(summary: tuple[Any, ...], problem: str) -> RunSummary:
+    """A run listed as `damaged`: its id, what of its summary columns can be read, and why."""
+
+    def number(value: Any) -> float:
+        return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
+
+    return RunSummary(
+        run_id=str(summary[0]),
+        machine=summary[1] if isinstance(summary[1], str) else "?",
+        state=DAMAGED,
+        status=DAMAGED,
+        steps=0,
+        pending=0,
+        created_at=number(summary[6]),
+        updated_at=number(summary[7]),
+        problem=problem.splitlines()[0] if problem else DAMAGED,
+    )
+
+
+def check_header(run_id: str, where: str, header_text: Any) -> dict[str, Any]:
+    """The header's fields; `StoreError` if it is not a JSON object or a newer loopstate
+    wrote it."""
     fields = _json(header_text, run_id, "runs", "header")
     version = fields.get("schema_version", 0)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
@@ -78,6 +127,15 @@ def decode_run(
             f"run {run_id} was written by a newer loopstate (run schema {version}, "
             f"this one reads up to {SCHEMA_VERSION}): upgrade loopstate"
         )
+    return fields
+
+
+def decode_run(
+    run_id: str, where: str, header_text: str, messages: Rows, transitions: Rows, calls: Rows
+) -> RunState:
+    """The run from its rows; `StoreError` naming the run and row if anything is corrupt,
+    lost, or written by a newer loopstate. `where` names the database."""
+    fields = check_header(run_id, where, header_text)
     decoded = {
         table: [_validated(kind, body, run_id, table, i) for i, body in items]
         for table, kind, items in (
@@ -103,7 +161,7 @@ def decode_run(
 
 def decode_summary(row: tuple[Any, ...], where: str) -> RunSummary:
     try:
-        return RunSummary.model_validate(dict(zip(RunSummary.model_fields, row, strict=True)))
+        return RunSummary.model_validate(dict(zip(_SUMMARY, row, strict=True)))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         raise StoreError(
