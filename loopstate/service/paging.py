@@ -14,13 +14,15 @@ import base64
 import json
 from typing import Any
 
-from loopstate.engine.errors import RunNotFound
+from loopstate.engine.errors import RunNotFound, StoreError
 from loopstate.engine.state import RunState
 from loopstate.engine.store import Cursor, Store
 from loopstate.service.problems import Problem
 from loopstate.service.views import approvals_of, summary_view
 
 MAX_LIMIT = 500
+MAX_CURSOR = 2048
+"""Longest cursor read (what this API hands out is far shorter: a time and two ids)."""
 CHUNK = 50
 """Runs read at once while filling a page of approvals."""
 
@@ -108,6 +110,12 @@ async def _loaded(store: Store, run_id: str) -> RunState | None:
         return await store.load(run_id)
     except RunNotFound:
         return None  # gone since it was listed
+    except StoreError:
+        return None  # damaged: `/api/runs` names it; the others' calls are still shown
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
 
 
 def _at(after: list[Any]) -> Cursor:
@@ -123,16 +131,23 @@ def _decode(cursor: str | None, kind: str) -> list[Any] | None:
     """The cursor's fields after its kind; 400 for anything this API did not hand out."""
     if not cursor:
         return None
-    try:
-        fields = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, UnicodeDecodeError):
-        fields = None
+    fields = None
+    if len(cursor) <= MAX_CURSOR and cursor.isascii():  # bounded before it is decoded
+        try:
+            fields = json.loads(
+                base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)),
+                parse_constant=_no_constant,
+            )
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            fields = None
     size = 3 if kind == "runs" else 4
     if (
         isinstance(fields, list)
         and len(fields) == size
         and fields[0] == kind
         and isinstance(fields[1], int | float)
+        and not isinstance(fields[1], bool)
+        and abs(fields[1]) < 1e15  # a time this API handed out; never a 4,000-digit number
         and all(isinstance(f, str) for f in fields[2:])
     ):
         return fields[1:]

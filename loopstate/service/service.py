@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.store import Store
 from loopstate.service.auth import Authorize, Guard, anyone
+from loopstate.service.door import MAX_BODY
 from loopstate.service.feed import Hub
 from loopstate.service.idempotency import IdempotencyKeys
 from loopstate.service.runner import Runner
@@ -36,7 +37,8 @@ class Service:
     cloned onto it). `token`: required as `Authorization: Bearer` (or the pages' cookie);
     None leaves authentication to `authorize`, which names the actor of every request or
     refuses it (default: everyone is `http`). `poll_s`: how soon a change made by another
-    process on the store reaches this one's streams."""
+    process on the store reaches this one's streams. `max_body`: the largest request body
+    taken, in bytes (larger: 413, unread)."""
 
     def __init__(
         self,
@@ -48,6 +50,7 @@ class Service:
         streams: StreamPolicy = StreamPolicy(),
         poll_s: float = 0.25,
         concurrency: int = 16,
+        max_body: int = MAX_BODY,
     ) -> None:
         if store is None:
             if not agents:
@@ -62,6 +65,7 @@ class Service:
         self.guard = Guard(token, authorize)
         self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
+        self.max_body = max_body
         self.locks: dict[str, asyncio.Lock] = {}
 
     def run_lock(self, run_id: str) -> asyncio.Lock:
