@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
         for spec in args.agent:
             name, _, target = spec.rpartition("=")
             agents[name or target.rpartition(":")[2]] = load_agent(target).clone(store=store)
-        given = args.token or os.environ.get("LOOPSTATE_TOKEN")
+        given = args.token or os.environ.get("LOOPSTATE_TOKEN") or None
         token = given or secrets.token_urlsafe(24)
         served = Served(args.host, args.port, args.max_body, not args.no_docs, given is None)
         return serve(agents, store, token, served)
@@ -118,7 +118,7 @@ def serve_demo(port: int) -> int:
     try:
         result = asyncio.run(agent.run(demo.TASK, run_id=f"demo.{secrets.token_hex(8)}"))
         print(shown(f"loopstate demo: run {result.run_id} is {result.status}"), flush=True)
-        given = os.environ.get("LOOPSTATE_TOKEN")
+        given = os.environ.get("LOOPSTATE_TOKEN") or None
         token = given or secrets.token_urlsafe(24)
         return serve({"demo": agent}, agent.store, token, Served(port=port, show_token=not given))
     except LoopstateError as exc:

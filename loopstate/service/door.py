@@ -13,6 +13,7 @@ their token themselves (they take it once in `?token=`).
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -25,8 +26,12 @@ _GUARDED = ("/api/", "/openapi.json", "/docs", "/redoc")
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-class _TooLarge(Exception):
-    """The body passed the limit while it was read."""
+class _TooLarge(HTTPException):
+    """The body passed the limit while it was read: an HTTPException, so that what reads the
+    body (FastAPI) lets it through, and the app's handler answers it as a problem."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, _too_large(limit))
 
 
 class Door:
@@ -53,7 +58,7 @@ class Door:
             message = await receive()
             size += len(message.get("body", b""))
             if size > self.max_body:
-                raise _TooLarge
+                raise _TooLarge(self.max_body)
             return message
 
         async def sending(message: Message) -> None:
@@ -84,7 +89,11 @@ class Door:
                 raise Problem(415, "send the body as JSON (Content-Type: application/json)")
 
     def too_large(self) -> Problem:
-        return Problem(413, f"the body is larger than this service takes ({self.max_body} bytes)")
+        return Problem(413, _too_large(self.max_body))
+
+
+def _too_large(limit: int) -> str:
+    return f"the body is larger than this service takes ({limit} bytes)"
 
 
 def _has_body(request: Request) -> bool:
