@@ -285,3 +285,32 @@ def _json() -> dict[str, str]:
 
 def _form() -> dict[str, str]:
     return {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def test_ids_and_query_values_no_database_takes_are_refused_on_postgres(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """PostgreSQL refuses text holding NUL: such a value never reaches it."""
+    server = start(postgres_dsn, tmp_path / "effects.txt", tmp_path / "serve.log")
+    try:
+        with server.client() as client:
+            for path, params in [
+                ("/api/runs", {"status": "\x00"}),
+                ("/api/approvals", {"run_id": "a\x00b"}),
+                ("/api/approvals", {"tool": "\x00"}),
+                ("/api/runs/a%00b", {}),
+                ("/api/runs/a%00b/events", {}),
+                ("/api/runs/a%00b/diagram.mmd", {}),
+                ("/api/approvals", {"cursor": cursor(["approvals", 1.0, "r\x00", "c"])}),
+                ("/api/runs", {"cursor": cursor(["runs", 1.0, "r\x00"])}),
+            ]:
+                check(answered(client, "GET", path, params=params), f"{path} {params}")
+                assert client.get(path, params=params).status_code in (400, 404)
+            decision = client.post(
+                "/api/runs/a%00b/calls/c%00/decision",
+                json={"decision": "approve", "digest": "d"},
+                headers={"Idempotency-Key": "k"},
+            )
+            check(decision, "decision")
+    finally:
+        stop(server)

@@ -20,7 +20,7 @@ from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.store import ready
 from loopstate.service.api_runs import Answer, answer, load
 from loopstate.service.decisions import as_problem
-from loopstate.service.inputs import Body, JsonValue
+from loopstate.service.inputs import Body, JsonValue, check_id
 from loopstate.service.problems import Problem
 from loopstate.service.service import Service
 
@@ -66,6 +66,8 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await service.guard.identity(request, "decide", run_id)
+        check_id(run_id, "run")
+        check_id(call_id, "call")
         if not idempotency_key:
             raise Problem(400, "a result requires an Idempotency-Key header")
 

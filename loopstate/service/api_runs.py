@@ -19,7 +19,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, check_decision, decision_of
 from loopstate.service.inputs import Body as _Body
-from loopstate.service.inputs import JsonArguments, check_id
+from loopstate.service.inputs import JsonArguments, check_id, check_query
 from loopstate.service.paging import approvals_page, check_limit, runs_page
 from loopstate.service.problems import PROBLEM, Problem
 from loopstate.service.service import Service
@@ -90,7 +90,8 @@ def routes(service: Service) -> APIRouter:
         request: Request, status: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
         await guard.identity(request, "read", None)
-        return await runs_page(service.store, status or None, check_limit(limit), cursor)
+        status = check_query(status, "status") or None
+        return await runs_page(service.store, status, check_limit(limit), cursor)
 
     @router.post("/agents/{name}/runs", status_code=202)
     async def start_run(
@@ -125,6 +126,7 @@ def routes(service: Service) -> APIRouter:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         await guard.identity(request, "read", run_id)
+        run_id, tool = check_query(run_id, "run_id"), check_query(tool, "tool")
         return await approvals_page(service.store, run_id, tool, check_limit(limit), cursor)
 
     @router.post("/runs/{run_id}/calls/{call_id}/decision")
@@ -136,6 +138,8 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await guard.identity(request, "decide", run_id)
+        check_id(run_id, "run")
+        check_id(call_id, "call")
         if not idempotency_key:
             raise Problem(400, "a decision requires an Idempotency-Key header")
 
@@ -168,6 +172,7 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await guard.identity(request, "message", run_id)
+        check_id(run_id, "run")
 
         async def converse() -> Answer:
             state = await load(service, run_id)
@@ -195,6 +200,7 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await guard.identity(request, "abort", run_id)
+        check_id(run_id, "run")
 
         async def stop() -> Answer:
             await load(service, run_id)

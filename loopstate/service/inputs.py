@@ -63,3 +63,11 @@ def check_id(value: str, kind: str) -> str:
     if len(value) > MAX_ID_CHARS or not value.isprintable():
         raise Problem(404, f"no {kind} with that id")
     return value
+
+
+def check_query(value: str | None, name: str) -> str | None:
+    """A query value used to look runs up: 400 for one holding control characters or longer
+    than any id (no store is asked about it)."""
+    if value is not None and (len(value) > MAX_ID_CHARS or not value.isprintable()):
+        raise Problem(400, f"{name} is not a value this API takes")
+    return value

@@ -148,7 +148,7 @@ def _decode(cursor: str | None, kind: str) -> list[Any] | None:
         and isinstance(fields[1], int | float)
         and not isinstance(fields[1], bool)
         and abs(fields[1]) < 1e15  # a time this API handed out; never a 4,000-digit number
-        and all(isinstance(f, str) for f in fields[2:])
+        and all(isinstance(f, str) and f.isprintable() for f in fields[2:])
     ):
         return fields[1:]
     raise Problem(400, "invalid cursor: pass back a next_cursor this API returned")
