@@ -6,6 +6,7 @@ the worker of a real `loopstate serve` still serve every other run and name the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import subprocess
@@ -17,13 +18,14 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from service_support import TESTS, start, stop, wait_for
+from service_support import TESTS, TOKEN, start, stop, wait_for
 
 from loopstate import Approve, PostgresStore, Store
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.stores.sqlite import SQLiteStore
 
 DAMAGED = ("bad-header", "lost-row", "newer", "ready-lost")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-component-update"]
 Sql = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
@@ -143,8 +145,12 @@ def served(client: httpx.Client) -> None:
         assert runs[run_id]["status"] == "damaged"
         assert runs[run_id]["problem"]
     assert "problem" not in runs["ok-1"]
-    items = client.get("/api/approvals").json()["items"]
+    page = client.get("/api/approvals").json()
+    items = page["items"]
     assert {i["run_id"] for i in items} == {"ok-1"}
+    assert {d["run_id"] for d in page["damaged"]} == set(DAMAGED)
+    one = client.get("/api/approvals", params={"run_id": "bad-header"})
+    assert one.status_code == 409
     for run_id in DAMAGED:
         refused = client.get(f"/api/runs/{run_id}")
         assert refused.status_code == 409
@@ -166,3 +172,33 @@ def served(client: httpx.Client) -> None:
         return bool(client.get("/api/runs/ok-1").json()["status"] == "done")
 
     wait_for(done, within=30)
+
+
+@pytest.mark.slow
+def test_the_inbox_names_a_damaged_run_and_shows_the_others_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    db = tmp_path / "runs.db"
+
+    def lite(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(db) as connection:
+            return connection.execute(statement.replace("%s", "?"), params).fetchall()
+
+    asyncio.run(seed(str(db), monkeypatch, tmp_path))
+    damage("", lite)
+    server = start(str(db), tmp_path / "effects.txt", tmp_path / "serve.log")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+            page = browser.new_page()
+            page.goto(f"{server.url}/ui/?token={TOKEN}")
+            page.wait_for_selector("ul.damaged li", state="attached")
+            notes = page.locator("ul.damaged li").all_inner_texts()
+            assert len(notes) == len(DAMAGED)
+            assert any("run bad-header cannot be read" in note for note in notes)
+            assert page.locator("article[data-run='ok-1']").count() == 2
+            browser.close()
+    finally:
+        stop(server)

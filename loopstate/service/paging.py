@@ -5,7 +5,8 @@ last run it holds: the next page is read from the store strictly after it (`list
 cursor=)`), so runs created meanwhile (newer: before the cursor) and runs that change
 meanwhile (`created_at` never does) neither repeat nor shift a run out of the pages. The
 approvals follow the same order of runs, each run's pending calls in their batch's order;
-their cursor also names the last call given.
+their cursor also names the last call given. A run that cannot be read is passed over and
+named in the page's `damaged` list (its id and problem).
 """
 
 from __future__ import annotations
@@ -54,13 +55,15 @@ async def approvals_page(
     after = _decode(cursor, "approvals")
     found = _Found(tool)
     if after is not None:  # first the rest of the run the last page ended in
-        state = await _loaded(store, str(after[1]))
+        state = await found.loaded(store, str(after[1]))
         if state is not None and run_id in (None, state.run_id):
             found.take(state, after_call=str(after[2]))
     if run_id is None:
         await found.waiting(store, None if after is None else _at(after), limit)
     elif after is None:
-        state = await _loaded(store, run_id)
+        state = await found.loaded(store, run_id)
+        if run_id in found.damaged:
+            raise Problem(409, f"run {run_id} is damaged: {found.damaged[run_id]}")
         if state is None:
             raise Problem(404, f"no run {run_id!r}")
         found.take(state)
@@ -68,11 +71,13 @@ async def approvals_page(
 
 
 class _Found:
-    """The pending calls gathered for a page, each with its run."""
+    """The pending calls gathered for a page, each with its run; and the runs passed over
+    because they cannot be read (`damaged`: run id → problem), named on the page."""
 
     def __init__(self, tool: str | None) -> None:
         self.tool = tool
         self.items: list[tuple[RunState, dict[str, Any]]] = []
+        self.damaged: dict[str, str] = {}
 
     def take(self, state: RunState, *, after_call: str | None = None) -> None:
         items = [a for a in approvals_of(state) if self.tool in (None, a["tool"])]
@@ -89,8 +94,9 @@ class _Found:
                 status="awaiting_approval", limit=CHUNK, by="created", cursor=position
             )
             for summary in runs:
-                state = await _loaded(store, summary.run_id)
-                if state is not None:
+                if summary.problem is not None:
+                    self.damaged[summary.run_id] = summary.problem
+                elif (state := await self.loaded(store, summary.run_id)) is not None:
                     self.take(state)
             if len(runs) < CHUNK:
                 return
@@ -102,16 +108,19 @@ class _Found:
         if len(self.items) > limit:
             state, item = shown[-1]
             following = _encode(["approvals", state.created_at, state.run_id, item["call_id"]])
-        return {"items": [item for _, item in shown], "next_cursor": following}
+        damaged = [{"run_id": r, "problem": p} for r, p in self.damaged.items()]
+        return {"items": [item for _, item in shown], "next_cursor": following,
+                "damaged": damaged}  # fmt: skip
 
-
-async def _loaded(store: Store, run_id: str) -> RunState | None:
-    try:
-        return await store.load(run_id)
-    except RunNotFound:
-        return None  # gone since it was listed
-    except StoreError:
-        return None  # damaged: `/api/runs` names it; the others' calls are still shown
+    async def loaded(self, store: Store, run_id: str) -> RunState | None:
+        """The run, or None if it is gone or damaged (then named in `damaged`)."""
+        try:
+            return await store.load(run_id)
+        except RunNotFound:
+            return None  # gone since it was listed
+        except StoreError as exc:  # the others' calls are still shown
+            self.damaged[run_id] = (str(exc).splitlines() or ["damaged"])[0]
+            return None
 
 
 def _no_constant(name: str) -> Any:
