@@ -58,10 +58,13 @@ def cursor(fields: Any) -> str:
 
 
 NESTED = base64.urlsafe_b64encode(b"[" * 1500 + b"]" * 1500).decode()
+NESTED_SHORT = base64.urlsafe_b64encode(b"[" * 700 + b"]" * 700).decode()  # within the bound
 QUERIES: list[dict[str, str]] = [
     {"cursor": NESTED},
+    {"cursor": NESTED_SHORT},
     {"cursor": cursor(["runs", int("9" * 1000), "r"])},
-    {"cursor": cursor(["runs", 1e300 * 1e300, "r"]).replace("Infinity", "1e999")},
+    {"cursor": cursor(["runs", int("9" * 4000), "r"])},
+    {"cursor": cursor(["runs", float("inf"), "r"])},
     {"cursor": "x" * 20_000},
     {"cursor": cursor(["approvals", True, "r", "c"])},
     {"limit": "9" * 5000},
@@ -125,7 +128,7 @@ def test_every_route_answers_malformed_input_below_500_with_a_problem(
 
 
 def test_a_cursor_nested_or_holding_a_huge_number_is_a_400(client: httpx.Client) -> None:
-    for query in QUERIES[:5]:
+    for query in QUERIES[:7]:
         for path in ("/api/runs", "/api/approvals"):
             response = client.get(path, params=query)
             assert response.status_code == 400, (path, query, response.text)
