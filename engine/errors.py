@@ -11,7 +11,8 @@ LoopstateError
 ├── RunBusy                another process holds the run's lease
 ├── RunNotResumable        the run is finished, or not waiting for what was given
 ├── StoreError             a stored row is corrupt or from a newer schema, or the store's
-│                          file is damaged or held locked too long by another process
+│   │                      file is damaged or held locked too long by another process
+│   └── RunDamaged         one run's rows cannot be read: listed `damaged`, never rewritten
 ├── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
 ├── ReplayDivergence       a replayed run asked for something other than the recording
 │                          (`loopstate.engine.recording.replay`)
@@ -108,6 +109,12 @@ class RunNotResumable(LoopstateError):
 class StoreError(LoopstateError):
     """The store failed: a corrupt row or one from a newer schema, a damaged file, a lock
     held too long by another process, or an unreachable database."""
+
+
+class RunDamaged(StoreError):
+    """One run's stored rows cannot be read: a corrupt or lost row, or a run a newer
+    loopstate wrote. Listings show it as `damaged` with this reason and go on; reading or
+    deciding it is refused; its rows are never rewritten."""
 
 
 class CassetteError(LoopstateError):

@@ -131,7 +131,7 @@ async def test_one_damaged_run_never_hides_the_others(
         with server.client() as client:
             served(client)
         log = tmp_path / "serve.log"
-        wait_for(lambda: "worker_resume_failed" in log.read_text())  # named, then skipped
+        wait_for(lambda: "worker_run_damaged" in log.read_text())  # named, then skipped
         assert "run_id=ready-lost" in log.read_text()
     finally:
         stop(server)

@@ -14,13 +14,13 @@ PUBLIC = [
     "FlowResult", "Gate", "Hooks", "LiteLLMModel", "LoopstateError", "MemoryStore", "Message",
     "Model", "ModelError", "ModelRequest", "ModelResponse", "Output", "ParentLink", "Phase",
     "PostgresStore", "Recorder", "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel",
-    "Rule", "RunBusy", "RunFailure", "RunNotFound", "RunNotResumable", "RunResult", "RunState",
-    "RunSummary", "RunTree", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition",
-    "Store", "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall", "ToolContext",
-    "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition", "Turn",
-    "UnexpectedRequest", "Usage", "UsageReport", "UserMessage", "chain_approvers", "compose",
-    "has_tool_call", "merge", "pending_tree", "replay", "replay_flow", "replay_sync", "run_tree",
-    "step_count_is", "tool", "usage_tree"
+    "Rule", "RunBusy", "RunDamaged", "RunFailure", "RunNotFound", "RunNotResumable", "RunResult",
+    "RunState", "RunSummary", "RunTree", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
+    "StopCondition", "Store", "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall",
+    "ToolContext", "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry",
+    "Transition", "Turn", "UnexpectedRequest", "Usage", "UsageReport", "UserMessage",
+    "chain_approvers", "compose", "has_tool_call", "merge", "pending_tree", "replay",
+    "replay_flow", "replay_sync", "run_tree", "step_count_is", "tool", "usage_tree"
 ]  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from loopstate.engine.errors import StoreError
+from loopstate.engine.errors import RunDamaged, StoreError
 from loopstate.engine.messages import Message
 from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transition
 from loopstate.engine.store import DAMAGED, RunEvent, RunSummary, event_fields, summarize
@@ -90,11 +90,11 @@ def listed(row: tuple[Any, ...], where: str) -> RunSummary:
         for (table, key), found in zip(COUNTS.items(), counts, strict=True):
             expected = fields.get(key)
             if expected is not None and expected != found:
-                raise StoreError(
+                raise RunDamaged(
                     f"run {run_id}: {found} {table} rows in {where}, its header says {expected}"
                 )
         return decode_summary(summary, where)
-    except StoreError as exc:
+    except RunDamaged as exc:
         return damaged(summary, str(exc))
 
 
@@ -118,12 +118,12 @@ def damaged(summary: tuple[Any, ...], problem: str) -> RunSummary:
 
 
 def check_header(run_id: str, where: str, header_text: Any) -> dict[str, Any]:
-    """The header's fields; `StoreError` if it is not a JSON object or a newer loopstate
+    """The header's fields; `RunDamaged` if it is not a JSON object or a newer loopstate
     wrote it."""
     fields = _json(header_text, run_id, "runs", "header")
     version = fields.get("schema_version", 0)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise StoreError(
+        raise RunDamaged(
             f"run {run_id} was written by a newer loopstate (run schema {version}, "
             f"this one reads up to {SCHEMA_VERSION}): upgrade loopstate"
         )
@@ -133,7 +133,7 @@ def check_header(run_id: str, where: str, header_text: Any) -> dict[str, Any]:
 def decode_run(
     run_id: str, where: str, header_text: str, messages: Rows, transitions: Rows, calls: Rows
 ) -> RunState:
-    """The run from its rows; `StoreError` naming the run and row if anything is corrupt,
+    """The run from its rows; `RunDamaged` naming the run and row if anything is corrupt,
     lost, or written by a newer loopstate. `where` names the database."""
     fields = check_header(run_id, where, header_text)
     decoded = {
@@ -147,14 +147,14 @@ def decode_run(
     for table, items in decoded.items():
         expected = fields.pop(COUNTS[table], None)
         if expected is not None and expected != len(items):
-            raise StoreError(
+            raise RunDamaged(
                 f"run {run_id}: {len(items)} {table} rows in {where}, its header says {expected}"
             )
     try:
         return RunState.model_validate({**fields, **decoded})
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise StoreError(
+        raise RunDamaged(
             f"run {run_id}: corrupt runs row header in {where}: {first['msg']} at {first['loc']}"
         ) from None
 
@@ -164,7 +164,7 @@ def decode_summary(row: tuple[Any, ...], where: str) -> RunSummary:
         return RunSummary.model_validate(dict(zip(_SUMMARY, row, strict=True)))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise StoreError(
+        raise RunDamaged(
             f"run {row[0]}: corrupt runs row in {where}: {first['msg']} at {first['loc']}"
         ) from None
 
@@ -173,9 +173,9 @@ def _json(text: str, run_id: str, table: str, where: object) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except (TypeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"run {run_id}: corrupt {table} row {where}: {exc}") from None
+        raise RunDamaged(f"run {run_id}: corrupt {table} row {where}: {exc}") from None
     if not isinstance(value, dict):
-        raise StoreError(f"run {run_id}: corrupt {table} row {where}: not a JSON object")
+        raise RunDamaged(f"run {run_id}: corrupt {table} row {where}: not a JSON object")
     return value
 
 
@@ -186,6 +186,6 @@ def _validated(kind: Any, body: Any, run_id: str, table: str, where: object) -> 
         return kind.model_validate_json(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise StoreError(
+        raise RunDamaged(
             f"run {run_id}: corrupt {table} row {where}: {first['msg']} at {first['loc']}"
         ) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopstate.engine.errors import RunNotFound, StoreError
+from loopstate.engine.errors import RunDamaged, RunNotFound
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DAMAGED, RunSummary, Store
 
@@ -24,7 +24,7 @@ async def read_listed(store: Store, summaries: list[RunSummary]) -> list[Listed]
                 continue
             except RunNotFound:
                 continue  # gone since it was listed
-            except StoreError as exc:
+            except RunDamaged as exc:
                 problem = (str(exc).splitlines() or [type(exc).__name__])[0]
                 summary = summary.evolve(status=DAMAGED, state=DAMAGED, problem=problem)
         found.append(summary)

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse
 from loopstate.engine.errors import (
     DecisionError,
     RunBusy,
+    RunDamaged,
     RunNotFound,
     RunNotResumable,
-    StoreError,
 )
 from loopstate.engine.operations import abort_run, decided, queue_decision
 from loopstate.engine.state import RunState
@@ -73,7 +73,7 @@ async def load(service: Service, run_id: str) -> RunState:
         return await service.store.load(run_id)
     except RunNotFound:
         raise Problem(404, f"no run {run_id!r}") from None
-    except StoreError as exc:  # damaged: refused in one line, its rows left as they are
+    except RunDamaged as exc:  # damaged: refused in one line, its rows left as they are
         raise Problem(409, f"run {run_id} is damaged: {_line(exc)}") from None
 
 

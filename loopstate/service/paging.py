@@ -15,7 +15,7 @@ import base64
 import json
 from typing import Any
 
-from loopstate.engine.errors import RunNotFound, StoreError
+from loopstate.engine.errors import RunDamaged, RunNotFound
 from loopstate.engine.state import RunState
 from loopstate.engine.store import Cursor, Store
 from loopstate.service.problems import Problem
@@ -118,7 +118,7 @@ class _Found:
             return await store.load(run_id)
         except RunNotFound:
             return None  # gone since it was listed
-        except StoreError as exc:  # the others' calls are still shown
+        except RunDamaged as exc:  # the others' calls are still shown
             self.damaged[run_id] = (str(exc).splitlines() or ["damaged"])[0]
             return None
 
