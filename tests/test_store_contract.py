@@ -215,6 +215,14 @@ async def test_a_corrupt_listing_column_lists_the_run_as_damaged_naming_why(
     assert re.match(r"run run-1: corrupt runs row in .*runs.db", listed.problem or "")
 
 
+async def test_a_header_that_is_not_utf8_lists_the_run_as_damaged(tmp_path: Path) -> None:
+    path = await seeded(tmp_path)
+    corrupt(path, "UPDATE runs SET header = CAST(X'7BFF7D' AS TEXT)")
+    (listed,) = await SQLiteStore(path).list_runs()
+    assert (listed.run_id, listed.status) == ("run-1", "damaged")
+    assert "not UTF-8" in (listed.problem or "")
+
+
 async def test_a_save_of_a_shorter_history_than_stored_is_refused(store) -> None:
     agent, _ = suspended_agent(store)
     await agent.run("go")

@@ -70,13 +70,14 @@ def decode_event(row: tuple[Any, ...], where: str) -> RunEvent:
 
 
 LISTED = (
-    "run_id, machine, state, status, steps, pending, created_at, updated_at, stop_reason, header, "
+    "run_id, machine, state, status, steps, pending, created_at, updated_at, stop_reason, {h}, "
     "(SELECT COUNT(*) FROM {p}messages m WHERE m.run_id = r.run_id), "
     "(SELECT COUNT(*) FROM {p}transitions t WHERE t.run_id = r.run_id), "
     "(SELECT COUNT(*) FROM {p}calls c WHERE c.run_id = r.run_id)"
 )
-"""The columns `list_runs` reads (`{p}`: the tables' prefix; the runs table aliased `r`):
-the summary, then what tells a damaged run — its header and how many rows each table has."""
+"""The columns `list_runs` reads (`{p}`: the tables' prefix; the runs table aliased `r`;
+`{h}`: the header, as bytes where a file may hold text that is not UTF-8): the summary, then
+what tells a damaged run — its header and how many rows each table has."""
 
 
 def listed(row: tuple[Any, ...], where: str) -> RunSummary:
@@ -86,6 +87,11 @@ def listed(row: tuple[Any, ...], where: str) -> RunSummary:
     summary, (header_text, *counts) = row[:9], row[9:]
     run_id = str(summary[0])
     try:
+        if isinstance(header_text, bytes):
+            try:
+                header_text = header_text.decode()
+            except UnicodeDecodeError:
+                raise RunDamaged(f"run {run_id}: runs row header in {where} is not UTF-8") from None
         fields = check_header(run_id, where, header_text)
         for (table, key), found in zip(COUNTS.items(), counts, strict=True):
             expected = fields.get(key)

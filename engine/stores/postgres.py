@@ -174,7 +174,7 @@ class PostgresStore:
         async with self._transaction() as db:
             found = await (
                 await db.execute(
-                    f"SELECT {LISTED.format(p='loopstate_')} FROM loopstate_runs r "
+                    f"SELECT {LISTED.format(p='loopstate_', h='header')} FROM loopstate_runs r "
                     f"WHERE {' AND '.join(where)} ORDER BY {column} DESC, run_id DESC LIMIT %s",
                     (*params, limit),
                 )

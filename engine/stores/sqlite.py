@@ -199,8 +199,8 @@ class SQLiteStore:
             where.append(f"({column}, run_id) < (?, ?)")
             params.extend(cursor)
         rows = self._connect().execute(
-            f"SELECT {LISTED.format(p='')} FROM runs r WHERE {' AND '.join(where)} "
-            f"ORDER BY {column} DESC, run_id DESC LIMIT ?",
+            f"SELECT {LISTED.format(p='', h='CAST(header AS BLOB)')} FROM runs r "
+            f"WHERE {' AND '.join(where)} ORDER BY {column} DESC, run_id DESC LIMIT ?",
             (*params, limit),
         )
         return [listed(row, str(self.path)) for row in rows]
