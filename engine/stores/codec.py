@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from loopstate.engine.errors import RunDamaged, StoreError
 from loopstate.engine.messages import Message
@@ -59,7 +60,7 @@ def event_row(state: RunState) -> tuple[str, str]:
 
 def decode_event(row: tuple[Any, ...], where: str) -> RunEvent:
     event_id, body = row
-    fields = _json(body, "?", "events", event_id)
+    fields = _json(body, "?", "events", event_id, StoreError)
     try:
         return RunEvent.model_validate({**fields, "id": event_id})
     except ValidationError as exc:
@@ -175,13 +176,15 @@ def decode_summary(row: tuple[Any, ...], where: str) -> RunSummary:
         ) from None
 
 
-def _json(text: str, run_id: str, table: str, where: object) -> dict[str, Any]:
+def _json(
+    text: str, run_id: str, table: str, where: object, error: type[StoreError] = RunDamaged
+) -> dict[str, Any]:
     try:
-        value = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise RunDamaged(f"run {run_id}: corrupt {table} row {where}: {exc}") from None
+        value = from_json(text)  # pydantic-core's parser: a page of headers at a quarter the cost
+    except (TypeError, ValueError) as exc:
+        raise error(f"run {run_id}: corrupt {table} row {where}: {exc}") from None
     if not isinstance(value, dict):
-        raise RunDamaged(f"run {run_id}: corrupt {table} row {where}: not a JSON object")
+        raise error(f"run {run_id}: corrupt {table} row {where}: not a JSON object")
     return value
 
 
