@@ -225,3 +225,26 @@ def test_remember_is_a_json_boolean_or_a_rule(client: httpx.Client, value: Any) 
     assert response.json()["errors"][0]["field"].startswith("remember")
     run = client.get(f"/api/runs/{run_id}").json()
     assert (run["queued"], run["remembered"]) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("case", "arguments"),
+    [
+        ("nan", '{"to": NaN, "body": "x"}'),
+        ("70_levels_deep", '{"to": "a", "body": ' + "[" * 70 + "]" * 70 + "}"),
+    ],
+)
+def test_edited_arguments_that_are_not_storable_json_are_a_422_naming_arguments(
+    client: httpx.Client, case: str, arguments: str
+) -> None:
+    run_id, items = waiting_run(client)
+    item = items["send_email"]
+    raw = (
+        f'{{"decision": "edit", "digest": "{item["digest"]}", "arguments": {arguments}}}'
+    ).encode()
+    path = f"/api/runs/{run_id}/calls/{item['call_id']}/decision"
+    headers = {"Content-Type": "application/json", "Idempotency-Key": f"edit-{case}"}
+    response = client.post(path, content=raw, headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "arguments"
+    assert client.get(f"/api/runs/{run_id}").json()["queued"] == []
