@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_valid
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DecisionError, DefinitionError
+from loopstate.engine.outside import OutsideError, outside, outside_json
 from loopstate.engine.rule import Rule
 
 
@@ -93,6 +94,8 @@ class Result(Frozen):
     digest: str | None = None
     by: str | None = None
     value: Any
+    """JSON data: finite numbers, nested at most 64 deep, bounded in size — checked where it
+    enters (`as_decision`, `engine/outside.py`), not again each time a stored run is read."""
 
     def __init__(self, value: Any = None, /, **data: Any) -> None:
         BaseModel.__init__(self, value=data.pop("value", value), **data)
@@ -171,14 +174,15 @@ _KINDS = "approve, deny, edit or abort"
 
 def as_decision(value: object) -> Decision:
     """A decision from a `Decision` object, its dict form (`{"kind": "approve"}`) or its JSON
-    text; `DecisionError` for anything else, saying what a decision looks like."""
+    text; `DecisionError` for anything else, saying what a decision looks like. Its text
+    passes the entry rule for outside data (`engine/outside.py`): it is made storable."""
     if isinstance(value, Approve | Deny | Edit | Abort | Result):
-        return value
+        return _entered(value)
     try:
         if isinstance(value, str | bytes):
-            return _DECISION.validate_json(value)
+            return _entered(_DECISION.validate_json(value))
         if isinstance(value, Mapping):
-            return _DECISION.validate_python(dict(value))
+            return _entered(_DECISION.validate_python(dict(value)))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "decision"
@@ -190,6 +194,25 @@ def as_decision(value: object) -> Decision:
         f"{type(value).__name__} is not a decision; give Approve(), Deny(reason), "
         f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
     )
+
+
+def _entered(decision: Decision) -> Decision:
+    """`decision` past the entry rule for outside data: its text storable, a result's value
+    storable JSON (`DecisionError` naming where it is not)."""
+    if isinstance(decision, Result):
+        try:
+            return outside(decision.evolve(value=outside_json(decision.value)))
+        except OutsideError as exc:
+            raise DecisionError(f"result refused: {exc}") from None
+    return outside(decision)
+
+
+def as_result(value: object) -> Result:
+    """An external tool's result from outside; `DecisionError` naming where it is not JSON
+    data a run can keep (see `engine/outside.py`)."""
+    result = as_decision(Result(value))
+    assert isinstance(result, Result)
+    return result
 
 
 def as_decisions(value: object) -> dict[str, Decision]:

@@ -5,6 +5,11 @@ turn or across turns, or pack kilobytes into them (Gemini 3's signature). Every 
 keys on the id (decisions, call records, events, the store, `loopstate approve RUN CALL`),
 so a reply's calls get ids that are unique in the run before anything else sees them.
 
+An id people and pages use must be safe as one segment of a URL path
+(`/api/runs/{run}/calls/{call}/decision`): letters, digits, `_ . : -`, not `.` or `..`, at
+most `MAX_ID_CHARS`; any other is replaced. A call the reply repeats (same id, tool and
+arguments, as some providers send) is one call: kept once, run once, answered once.
+
 Ids are derived from the run's call count (`call_7`), never from a clock or randomness, so a
 replayed or re-executed workflow assigns the same ones. A call whose id was fine keeps it;
 assigning again (a replayed reply) changes nothing.
@@ -38,6 +43,9 @@ def assign_ids(
     calls: list[ToolCall] = []
     changed = False
     for position, call in enumerate(message.tool_calls):
+        if call.id and any(_same(call, earlier) for earlier in message.tool_calls[:position]):
+            changed = True  # one call sent twice: run once, answered once
+            continue
         reason = _problem(call.id, taken)
         if reason is None:
             calls.append(call)
@@ -75,9 +83,18 @@ def _problem(call_id: str, taken: _Taken) -> IdReplaced | None:
         return "empty"
     if call_id in taken:
         return "repeated"
-    if len(call_id) > MAX_ID_CHARS or not _TYPABLE.fullmatch(call_id):
-        return "unwieldy"
+    if len(call_id) > MAX_ID_CHARS or not _TYPABLE.fullmatch(call_id) or not call_id.strip("."):
+        return "unwieldy"  # also `.` and `..`: a path segment that is no segment
     return None
+
+
+def _same(call: ToolCall, earlier: ToolCall) -> bool:
+    """The same call repeated in one reply: same id, tool and arguments."""
+    return (call.id, call.name, call.function.arguments) == (
+        earlier.id,
+        earlier.name,
+        earlier.function.arguments,
+    )
 
 
 def _fresh(index: int, taken: _Taken) -> str:

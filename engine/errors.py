@@ -12,7 +12,8 @@ LoopstateError
 ├── RunNotResumable        the run is finished, or not waiting for what was given
 ├── ForkRefused            a fork asked for a transition, edit or run it cannot copy
 ├── StoreError             a stored row is corrupt or from a newer schema, or the store's
-│                          file is damaged or held locked too long by another process
+│   │                      file is damaged or held locked too long by another process
+│   └── RunDamaged         one run's rows cannot be read: listed `damaged`, never rewritten
 ├── CassetteError          a cassette is unreadable, malformed, or from a newer loopstate
 ├── ReplayDivergence       a replayed run asked for something other than the recording
 │                          (`loopstate.engine.recording.replay`)
@@ -117,6 +118,12 @@ class ForkRefused(LoopstateError):
 class StoreError(LoopstateError):
     """The store failed: a corrupt row or one from a newer schema, a damaged file, a lock
     held too long by another process, or an unreachable database."""
+
+
+class RunDamaged(StoreError):
+    """One run's stored rows cannot be read: a corrupt or lost row, or a run a newer
+    loopstate wrote. Listings show it as `damaged` with this reason and go on; reading or
+    deciding it is refused; its rows are never rewritten."""
 
 
 class CassetteError(LoopstateError):

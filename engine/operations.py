@@ -16,6 +16,7 @@ from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
+from loopstate.engine.outside import outside_text
 from loopstate.engine.result import RunResult
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
@@ -186,6 +187,7 @@ async def abort_run(
     the agent loop's (if it has not ended), then a flow's phase. The sub-agents' runs it
     waits for are aborted too; aborting a sub-agent's run aborts its whole tree, from the
     top (an abort stops the job: the runs above must not go on as if it had failed)."""
+    reason = outside_text(reason)  # the entry rule for outside text (engine/outside.py)
     ended = await _abort_down(store, run_id, Cause(reason, actor), clock)
     link = ended.parent
     if link is not None:

@@ -45,21 +45,31 @@ def storable(value: T) -> T:
     return _storable(value)  # type: ignore[no-any-return]  # the same type comes back
 
 
-def _storable(value: Any) -> Any:
+_DEEPEST = 128
+"""Data nested deeper is left as it is: no run keeps it (arguments and outside data are
+refused past 64 levels), and a hostile body must not exhaust the stack here first."""
+
+
+def _storable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return storable_text(value)
+    if depth > _DEEPEST:
+        return value
+    depth += 1
     if isinstance(value, BaseModel):
         changes = {
-            name: new for name, old in value.__dict__.items() if (new := _storable(old)) is not old
+            name: new
+            for name, old in value.__dict__.items()
+            if (new := _storable(old, depth)) is not old
         }
         return value.model_copy(update=changes) if changes else value
     if isinstance(value, dict):
-        items = [(_storable(k), _storable(v)) for k, v in value.items()]
+        items = [(_storable(k, depth), _storable(v, depth)) for k, v in value.items()]
         if all(k is ok and v is ov for (k, v), (ok, ov) in zip(items, value.items(), strict=True)):
             return value
         return type(value)(items)
     if isinstance(value, list | tuple):
-        members = [_storable(v) for v in value]
+        members = [_storable(v, depth) for v in value]
         if all(new is old for new, old in zip(members, value, strict=True)):
             return value
         return type(value)(members)

@@ -95,6 +95,13 @@ class RunSummary(Frozen):
     created_at: float
     updated_at: float
     stop_reason: str | None = None
+    problem: str | None = None
+    """Set for a run the store cannot read (its status is then `damaged`): why, in one line.
+    Listing shows such a run and goes on; its rows are left as they are."""
+
+
+DAMAGED = "damaged"
+"""The status a listing gives a run whose rows cannot be read (`RunSummary.problem`)."""
 
 
 def summarize(state: RunState) -> RunSummary:

@@ -13,7 +13,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loopstate.engine.clock import Clock
-from loopstate.engine.errors import LoopstateError
+from loopstate.engine.errors import LoopstateError, RunDamaged
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import DEFAULT_LEASE_S, lease_owner
 
@@ -98,7 +98,9 @@ class Worker:
             self.log.info("worker_resumed", run_id=run_id, status=result.status)
         except Exception as exc:  # one run's failure must not stop the others
             error = (str(exc).splitlines() or [type(exc).__name__])[0]
-            self.log.error("worker_resume_failed", run_id=run_id, error=error)
+            # a run the store cannot read is skipped and named; its rows are left as they are
+            event = "worker_run_damaged" if isinstance(exc, RunDamaged) else "worker_resume_failed"
+            self.log.error(event, run_id=run_id, error=error)
             await self._back_off(run_id)
         finally:
             self._in_flight.discard(run_id)

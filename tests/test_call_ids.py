@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from loopstate.engine.callids import assign_ids
+import pytest
+
+from loopstate.engine.callids import MAX_ID_CHARS, assign_ids
 from loopstate.engine.messages import (
     AssistantMessage,
     Origin,
@@ -33,7 +35,10 @@ def test_good_unique_ids_are_kept_as_the_provider_sent_them() -> None:
 
 
 def test_empty_and_repeated_ids_get_ids_from_the_runs_call_count() -> None:
-    message = assign_ids(turn("", "call_a", "call_a", "old"), {"old"}, 7)
+    message = turn("", "call_a", "call_a", "old")
+    calls = list(message.calls)
+    calls[2] = tool_call("call_a", "read_file", '{"path": "other"}')  # another call, same id
+    message = assign_ids(message.evolve(tool_calls=tuple(calls)), {"old"}, 7)
     assert [(c.id, c.provider_id, c.id_replaced) for c in message.calls] == [
         ("call_7", "", "empty"),
         ("call_a", None, None),
@@ -47,6 +52,28 @@ def test_a_generated_id_skips_ids_already_taken() -> None:
     assert [c.id for c in message.calls] == ["call_2", "call_3"]
     message = assign_ids(turn("", ""), {"call_1", "call_2"}, 1)
     assert [c.id for c in message.calls] == ["call_3", "call_4"]
+
+
+def test_a_call_repeated_in_one_turn_with_the_same_id_and_arguments_is_one_call() -> None:
+    message = assign_ids(turn("call_a", "call_b", "call_a", "", ""), set(), 1)
+    assert [(c.id, c.id_replaced) for c in message.calls] == [
+        ("call_a", None),
+        ("call_b", None),
+        ("call_4", "empty"),  # empty ids name no call: each is its own
+        ("call_5", "empty"),
+    ]
+
+
+@pytest.mark.parametrize("call_id", [".", "..", "...", "a/b", "%2e%2e", "a%2Fb", "x\ty", "id\n"])
+def test_an_id_that_is_not_one_safe_url_path_segment_is_replaced(call_id: str) -> None:
+    (call,) = assign_ids(turn(call_id), set(), 3).calls
+    assert (call.id, call.provider_id, call.id_replaced) == ("call_3", call_id, "unwieldy")
+
+
+def test_a_typeable_id_up_to_the_bound_is_kept() -> None:
+    kept = "toolu_01." + "a" * (MAX_ID_CHARS - 9)
+    assert assign_ids(turn(kept), set(), 1).calls[0].id == kept
+    assert assign_ids(turn(kept + "a"), set(), 1).calls[0].id == "call_1"
 
 
 def test_assigning_again_changes_nothing() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -205,11 +206,22 @@ async def test_a_corrupt_row_is_a_store_error_naming_the_run_and_the_row(
         await SQLiteStore(path).load("run-1")
 
 
-async def test_a_corrupt_listing_column_is_a_store_error_naming_the_run(tmp_path: Path) -> None:
+async def test_a_corrupt_listing_column_lists_the_run_as_damaged_naming_why(
+    tmp_path: Path,
+) -> None:
     path = await seeded(tmp_path)
     corrupt(path, "UPDATE runs SET steps = 'many'")
-    with pytest.raises(StoreError, match=r"run run-1: corrupt runs row in .*runs.db"):
-        await SQLiteStore(path).list_runs()
+    (listed,) = await SQLiteStore(path).list_runs()
+    assert (listed.run_id, listed.status) == ("run-1", "damaged")
+    assert re.match(r"run run-1: corrupt runs row in .*runs.db", listed.problem or "")
+
+
+async def test_a_header_that_is_not_utf8_lists_the_run_as_damaged(tmp_path: Path) -> None:
+    path = await seeded(tmp_path)
+    corrupt(path, "UPDATE runs SET header = CAST(X'7BFF7D' AS TEXT)")
+    (listed,) = await SQLiteStore(path).list_runs()
+    assert (listed.run_id, listed.status) == ("run-1", "damaged")
+    assert "not UTF-8" in (listed.problem or "")
 
 
 async def test_a_save_of_a_shorter_history_than_stored_is_refused(store) -> None:

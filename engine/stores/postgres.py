@@ -38,10 +38,11 @@ from loopstate.engine.store import (
     ready,
 )
 from loopstate.engine.stores.codec import (
+    LISTED,
     decode_event,
-    decode_summary,
     event_row,
     header,
+    listed,
     rows,
     summary_columns,
     transition_rows,
@@ -173,13 +174,12 @@ class PostgresStore:
         async with self._transaction() as db:
             found = await (
                 await db.execute(
-                    "SELECT run_id, machine, state, status, steps, pending, created_at, "
-                    f"updated_at, stop_reason FROM loopstate_runs WHERE {' AND '.join(where)} "
-                    f"ORDER BY {column} DESC, run_id DESC LIMIT %s",
+                    f"SELECT {LISTED.format(p='loopstate_', h='header')} FROM loopstate_runs r "
+                    f"WHERE {' AND '.join(where)} ORDER BY {column} DESC, run_id DESC LIMIT %s",
                     (*params, limit),
                 )
             ).fetchall()
-        return [decode_summary(row, self.where) for row in found]
+        return [listed(row, self.where) for row in found]
 
     async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
         async with self._transaction() as db:

@@ -27,11 +27,12 @@ from loopstate.engine.store import (
     ready,
 )
 from loopstate.engine.stores.codec import (
+    LISTED,
     decode_event,
     decode_run,
-    decode_summary,
     event_row,
     header,
+    listed,
     rows,
     summary_columns,
     transition_rows,
@@ -198,12 +199,11 @@ class SQLiteStore:
             where.append(f"({column}, run_id) < (?, ?)")
             params.extend(cursor)
         rows = self._connect().execute(
-            "SELECT run_id, machine, state, status, steps, pending, created_at, updated_at, "
-            f"stop_reason FROM runs WHERE {' AND '.join(where)} "
-            f"ORDER BY {column} DESC, run_id DESC LIMIT ?",
+            f"SELECT {LISTED.format(p='', h='CAST(header AS BLOB)')} FROM runs r "
+            f"WHERE {' AND '.join(where)} ORDER BY {column} DESC, run_id DESC LIMIT ?",
             (*params, limit),
         )
-        return [decode_summary(row, str(self.path)) for row in rows]
+        return [listed(row, str(self.path)) for row in rows]
 
     @store_errors
     async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from loopstate.engine.errors import StoreError
+from loopstate.engine.errors import RunDamaged, StoreError
 
 
 class _SQLiteFile(Protocol):
@@ -40,7 +40,9 @@ def store_errors(
             first = args[0] if args else None
             run_id = first if isinstance(first, str) else getattr(first, "run_id", None)
             run = f"run {run_id}: " if run_id is not None else ""
-            raise StoreError(f"{self.path}: {run}{advice(exc, self.busy_timeout)}") from None
+            damaged = run_id is not None and "decode" in str(exc)  # that run's text only
+            kind = RunDamaged if damaged else StoreError
+            raise kind(f"{self.path}: {run}{advice(exc, self.busy_timeout)}") from None
 
     return wrapped
 

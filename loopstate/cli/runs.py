@@ -17,6 +17,7 @@ from typing import Any
 from loopstate.cli.errors import interrupted, report
 from loopstate.cli.lookup import load_agent, resolve_run
 from loopstate.cli.runs_fork import register_fork
+from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
 from loopstate.cli.runs_tree import pending_lines, tree_lines
 from loopstate.cli.runs_view import show_json, show_lines, table
 from loopstate.cli.standing import (
@@ -30,7 +31,8 @@ from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import as_decision
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.result import RunResult
-from loopstate.engine.store import Store
+from loopstate.engine.state import RunState
+from loopstate.engine.store import RunSummary, Store
 from loopstate.engine.stores.sqlite import DEFAULT_BUSY_TIMEOUT_S
 from loopstate.engine.sync import run_interruptible
 from loopstate.engine.tree import run_tree, tree_pending
@@ -141,7 +143,7 @@ async def _with_store(run: Command, args: argparse.Namespace) -> int:
 
 async def _list(args: argparse.Namespace, store: Store) -> int:
     runs = await store.list_runs(status=args.status, limit=args.limit)
-    states = [await store.load(r.run_id) for r in runs]
+    states = await read_listed(store, runs)
     if args.json:
         print(json.dumps([_listed(s) for s in states], indent=2, ensure_ascii=False))
         return 0
@@ -153,7 +155,9 @@ async def _list(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-def _listed(state: Any) -> dict[str, Any]:
+def _listed(state: Listed) -> dict[str, Any]:
+    if isinstance(state, RunSummary):
+        return damaged_json(state)
     return {
         "run_id": state.run_id,
         "machine": state.machine,
@@ -186,8 +190,12 @@ async def _pending(args: argparse.Namespace, store: Store) -> int:
     if args.run is not None:
         runs = [args.run]
     else:
-        waiting = await store.list_runs(status="awaiting_approval", limit=_EVERY)
-        runs = [r.run_id for r in waiting if (await store.load(r.run_id)).parent is None]
+        listed = await read_listed(
+            store, await store.list_runs(status="awaiting_approval", limit=_EVERY)
+        )
+        for damaged in (r for r in listed if isinstance(r, RunSummary)):
+            print(shown(f"loopstate runs pending: {damaged_line(damaged)}"), file=sys.stderr)
+        runs = [r.run_id for r in listed if isinstance(r, RunState) and r.parent is None]
     lines = [line for run_id in runs for line in pending_lines(await run_tree(store, run_id))]
     print("\n".join(lines).strip() if lines else "no call waits for a decision")
     return 0

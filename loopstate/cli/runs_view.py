@@ -12,6 +12,7 @@ from typing import Any
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from loopstate.engine.state import RunState
+from loopstate.engine.store import RunSummary
 
 SHORT_ID = 8
 _HEADER = ("RUN", "AGE", "STATUS", "PENDING", "STEPS", "PROMPT")
@@ -43,12 +44,15 @@ def prompt_of(state: RunState) -> str:
     return next((m.content for m in state.messages if isinstance(m, UserMessage)), "")
 
 
-def table(states: Sequence[RunState], *, width: int | None = None) -> list[str]:
-    """The lines of `runs list`: a header, then one line per run."""
+def table(states: Sequence[RunState | RunSummary], *, width: int | None = None) -> list[str]:
+    """The lines of `runs list`: a header, then one line per run (a damaged run, listed but
+    not readable: `damaged` and its problem in place of the prompt)."""
     shorts = short_ids([s.run_id for s in states])
     rows = [
         (shorts[s.run_id], ago(s.updated_at), s.status, str(len(s.pending)) if s.pending else "-",
          str(s.steps), _one_line(prompt_of(s)))
+        if isinstance(s, RunState)
+        else (shorts[s.run_id], ago(s.updated_at), s.status, "-", "-", _one_line(s.problem or ""))
         for s in states
     ]  # fmt: skip
     widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER) - 1)]

@@ -6,6 +6,7 @@ import argparse
 import os
 import secrets
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from loopstate.cli.stores import add_db_option, db_of, open_store
@@ -39,7 +40,20 @@ def register(subparsers: Any) -> None:
         help="stream model calls, for live text in the pages (default); a provider that "
         "refuses streaming gets plain calls instead. --no-stream: plain calls only",
     )
+    parser.add_argument(
+        "--max-body",
+        type=_size,
+        default=1024 * 1024,
+        help="the largest request body taken, in bytes (default 1 MiB; larger: 413)",
+    )
+    parser.add_argument("--no-docs", action="store_true", help="serve no /openapi.json and /docs")
     parser.set_defaults(func=main)
+
+
+def _size(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= 2**40:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes (e.g. 1048576)")
+    return int(text)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -51,17 +65,32 @@ def main(args: argparse.Namespace) -> int:
         for spec in args.agent:
             name, _, target = spec.rpartition("=")
             agents[name or target.rpartition(":")[2]] = load_agent(target).clone(store=store)
-        token = args.token or os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
-        return serve(agents, store, token, args.host, args.port, stream=args.stream)
+        given = args.token or os.environ.get("LOOPSTATE_TOKEN") or None
+        token = given or secrets.token_urlsafe(24)
+        served = Served(
+            args.host, args.port, args.max_body, not args.no_docs, given is None, args.stream
+        )
+        return serve(agents, store, token, served)
     except LoopstateError as exc:
         print(shown(f"loopstate serve: {exc}"), file=sys.stderr)
         return 2
 
 
-def serve(
-    agents: dict[str, Any], store: Store, token: str, host: str, port: int, *, stream: bool = True
-) -> int:
-    """Serve `agents` on `store` until SIGTERM or SIGINT; `stream`: see `Service`."""
+@dataclass(frozen=True)
+class Served:
+    """Where and how `serve` serves: `show_token` only for a token it generated (a given
+    one is never printed: logs keep what a process prints); `stream`: see `Service`."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body: int = 1024 * 1024
+    docs: bool = True
+    show_token: bool = True
+    stream: bool = True
+
+
+def serve(agents: dict[str, Any], store: Store, token: str, served: Served) -> int:
+    """Serve `agents` on `store` until SIGTERM or SIGINT."""
     try:
         import uvicorn
 
@@ -72,11 +101,19 @@ def serve(
             "pip install 'loopstate[service]'"
         ) from None
     try:
-        app = create_app(Service(agents, store=store, token=token, stream=stream))
+        service = Service(
+            agents, store=store, token=token, max_body=served.max_body, stream=served.stream
+        )
+        app = create_app(service, docs=served.docs)
     except ValueError as exc:
         raise DefinitionError(str(exc)) from None
+    host, port = served.host, served.port
     shown_host = f"[{host}]" if ":" in host else host
-    print(f"loopstate serve: http://{shown_host}:{port}/ui/?token={token}", flush=True)
+    where = f"http://{shown_host}:{port}/ui/"
+    if served.show_token:
+        print(f"loopstate serve: {where}?token={token}", flush=True)
+    else:
+        print(f"loopstate serve: {where}?token=<your token> (the token you gave)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     return 0
 
@@ -93,8 +130,9 @@ def serve_demo(port: int) -> int:
     try:
         result = asyncio.run(agent.run(demo.TASK, run_id=f"demo.{secrets.token_hex(8)}"))
         print(shown(f"loopstate demo: run {result.run_id} is {result.status}"), flush=True)
-        token = os.environ.get("LOOPSTATE_TOKEN") or secrets.token_urlsafe(24)
-        return serve({"demo": agent}, agent.store, token, "127.0.0.1", port)
+        given = os.environ.get("LOOPSTATE_TOKEN") or None
+        token = given or secrets.token_urlsafe(24)
+        return serve({"demo": agent}, agent.store, token, Served(port=port, show_token=not given))
     except LoopstateError as exc:
         print(shown(f"loopstate demo: {exc}"), file=sys.stderr)
         return 2

@@ -12,7 +12,6 @@ from typing import Any
 import jsonschema
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
 
 from loopstate.engine.approval import Result
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
@@ -21,14 +20,13 @@ from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.store import ready
 from loopstate.service.api_runs import Answer, answer, load
 from loopstate.service.decisions import as_problem
+from loopstate.service.inputs import Body, JsonValue, check_id
 from loopstate.service.problems import Problem
 from loopstate.service.service import Service
 
 
-class ResultBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    value: Any
+class ResultBody(Body):
+    value: JsonValue
     """Any JSON value (null included); it must fit the tool's declared result type."""
 
 
@@ -68,6 +66,8 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await service.guard.identity(request, "decide", run_id)
+        check_id(run_id, "run")
+        check_id(call_id, "call")
         if not idempotency_key:
             raise Problem(400, "a result requires an Idempotency-Key header")
 

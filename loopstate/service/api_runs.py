@@ -6,23 +6,26 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
 
-from loopstate.engine.errors import DecisionError, RunBusy, RunNotFound, RunNotResumable
+from loopstate.engine.errors import (
+    DecisionError,
+    RunBusy,
+    RunDamaged,
+    RunNotFound,
+    RunNotResumable,
+)
 from loopstate.engine.operations import abort_run, decided, queue_decision
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, check_decision, decision_of
+from loopstate.service.inputs import Body as _Body
+from loopstate.service.inputs import JsonArguments, check_id, check_query
 from loopstate.service.paging import approvals_page, check_limit, runs_page
 from loopstate.service.problems import PROBLEM, Problem
 from loopstate.service.service import Service
 from loopstate.service.views import run_view
 
 Answer = tuple[int, dict[str, Any]]
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class StartBody(_Body):
@@ -45,7 +48,7 @@ class DecisionBody(_Body):
     reason: str | None = None
     message: str | None = None
     """deny: the exact text the model receives (the audit keeps `reason`)."""
-    arguments: dict[str, Any] | None = None
+    arguments: JsonArguments = None
     remember: bool | RememberBody = False
     """approve or deny: decide the tool's later calls in this run alike (true), or the later
     calls a rule selects; revocable (`loopstate forget`)."""
@@ -65,10 +68,17 @@ def answer(result: Answer) -> JSONResponse:
 
 
 async def load(service: Service, run_id: str) -> RunState:
+    check_id(run_id, "run")
     try:
         return await service.store.load(run_id)
     except RunNotFound:
         raise Problem(404, f"no run {run_id!r}") from None
+    except RunDamaged as exc:  # damaged: refused in one line, its rows left as they are
+        raise Problem(409, f"run {run_id} is damaged: {_line(exc)}") from None
+
+
+def _line(exc: Exception) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def routes(service: Service) -> APIRouter:
@@ -80,7 +90,8 @@ def routes(service: Service) -> APIRouter:
         request: Request, status: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
         await guard.identity(request, "read", None)
-        return await runs_page(service.store, status or None, check_limit(limit), cursor)
+        status = check_query(status, "status") or None
+        return await runs_page(service.store, status, check_limit(limit), cursor)
 
     @router.post("/agents/{name}/runs", status_code=202)
     async def start_run(
@@ -115,6 +126,7 @@ def routes(service: Service) -> APIRouter:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         await guard.identity(request, "read", run_id)
+        run_id, tool = check_query(run_id, "run_id"), check_query(tool, "tool")
         return await approvals_page(service.store, run_id, tool, check_limit(limit), cursor)
 
     @router.post("/runs/{run_id}/calls/{call_id}/decision")
@@ -126,6 +138,8 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await guard.identity(request, "decide", run_id)
+        check_id(run_id, "run")
+        check_id(call_id, "call")
         if not idempotency_key:
             raise Problem(400, "a decision requires an Idempotency-Key header")
 
@@ -158,6 +172,7 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await guard.identity(request, "message", run_id)
+        check_id(run_id, "run")
 
         async def converse() -> Answer:
             state = await load(service, run_id)
@@ -185,6 +200,7 @@ def routes(service: Service) -> APIRouter:
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
         actor = await guard.identity(request, "abort", run_id)
+        check_id(run_id, "run")
 
         async def stop() -> Answer:
             await load(service, run_id)

@@ -29,6 +29,7 @@ from loopstate.engine.store import RunEvent
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
 from loopstate.service.api_runs import load
 from loopstate.service.feed import Item
+from loopstate.service.inputs import event_id
 from loopstate.service.problems import Problem
 from loopstate.service.service import Service
 from loopstate.service.views import transition_view
@@ -47,7 +48,7 @@ def routes(service: Service) -> APIRouter:
         last_event_id: str | None = Header(None),
     ) -> EventSourceResponse:
         await guard.identity(request, "read", run_id)
-        after = _after(last_event_id or request.query_params.get("last_event_id"))
+        after = event_id(last_event_id or request.query_params.get("last_event_id")) or 0
         await load(service, run_id)
         return _response(service, _run_stream(service, run_id, after))
 
@@ -56,8 +57,7 @@ def routes(service: Service) -> APIRouter:
         request: Request, last_event_id: str | None = Header(None)
     ) -> EventSourceResponse:
         await guard.identity(request, "read", None)
-        given = last_event_id or request.query_params.get("last_event_id")
-        after = None if given is None else _after(given)
+        after = event_id(last_event_id or request.query_params.get("last_event_id"))
         return _response(service, _all_stream(service, after))
 
     @router.get("/runs/{run_id}/diagram.mmd")
@@ -74,14 +74,6 @@ def routes(service: Service) -> APIRouter:
         return Response(svg, media_type="image/svg+xml")
 
     return router
-
-
-def _after(value: str | None) -> int:
-    if value is None or value == "":
-        return 0
-    if not value.isdigit() or len(value) > 12:
-        raise Problem(400, "Last-Event-ID must be an event id this stream sent")
-    return int(value)
 
 
 def _response(service: Service, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:

@@ -1,7 +1,8 @@
 """The pages: `/ui/` (the approval inbox) and `/ui/runs/{run_id}` (a run, live), and their
 vendored assets. The HTML is static: every value is put in by script as text (never parsed
 as HTML), so nothing a model chose can become markup. `?token=` sets the cookie the pages'
-requests carry (SameSite=Strict, HttpOnly) and is dropped from the address at once."""
+requests carry (SameSite=Strict, HttpOnly) and is dropped from the address at once; only the
+service's token sets it (another: 401, no cookie)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def routes(service: Service) -> APIRouter:
     def page(request: Request, name: str) -> Response:
         token = request.query_params.get("token")
         if token is not None:
+            service.guard.check_token(token)  # a wrong one: 401, and no cookie is set
             response = RedirectResponse(request.url.path, status_code=303)
             response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
             return response

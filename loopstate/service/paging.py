@@ -5,7 +5,8 @@ last run it holds: the next page is read from the store strictly after it (`list
 cursor=)`), so runs created meanwhile (newer: before the cursor) and runs that change
 meanwhile (`created_at` never does) neither repeat nor shift a run out of the pages. The
 approvals follow the same order of runs, each run's pending calls in their batch's order;
-their cursor also names the last call given.
+their cursor also names the last call given. A run that cannot be read is passed over and
+named in the page's `damaged` list (its id and problem).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import base64
 import json
 from typing import Any
 
-from loopstate.engine.errors import RunNotFound
+from loopstate.engine.errors import RunDamaged, RunNotFound
 from loopstate.engine.state import RunState
 from loopstate.engine.store import Cursor, Store
 from loopstate.service.problems import Problem
 from loopstate.service.views import approvals_of, summary_view
 
 MAX_LIMIT = 500
+MAX_CURSOR = 2048
+"""Longest cursor read (what this API hands out is far shorter: a time and two ids)."""
 CHUNK = 50
 """Runs read at once while filling a page of approvals."""
 
@@ -52,13 +55,15 @@ async def approvals_page(
     after = _decode(cursor, "approvals")
     found = _Found(tool)
     if after is not None:  # first the rest of the run the last page ended in
-        state = await _loaded(store, str(after[1]))
+        state = await found.loaded(store, str(after[1]))
         if state is not None and run_id in (None, state.run_id):
             found.take(state, after_call=str(after[2]))
     if run_id is None:
         await found.waiting(store, None if after is None else _at(after), limit)
     elif after is None:
-        state = await _loaded(store, run_id)
+        state = await found.loaded(store, run_id)
+        if run_id in found.damaged:
+            raise Problem(409, f"run {run_id} is damaged: {found.damaged[run_id]}")
         if state is None:
             raise Problem(404, f"no run {run_id!r}")
         found.take(state)
@@ -66,11 +71,13 @@ async def approvals_page(
 
 
 class _Found:
-    """The pending calls gathered for a page, each with its run."""
+    """The pending calls gathered for a page, each with its run; and the runs passed over
+    because they cannot be read (`damaged`: run id → problem), named on the page."""
 
     def __init__(self, tool: str | None) -> None:
         self.tool = tool
         self.items: list[tuple[RunState, dict[str, Any]]] = []
+        self.damaged: dict[str, str] = {}
 
     def take(self, state: RunState, *, after_call: str | None = None) -> None:
         items = [a for a in approvals_of(state) if self.tool in (None, a["tool"])]
@@ -87,8 +94,9 @@ class _Found:
                 status="awaiting_approval", limit=CHUNK, by="created", cursor=position
             )
             for summary in runs:
-                state = await _loaded(store, summary.run_id)
-                if state is not None:
+                if summary.problem is not None:
+                    self.damaged[summary.run_id] = summary.problem
+                elif (state := await self.loaded(store, summary.run_id)) is not None:
                     self.take(state)
             if len(runs) < CHUNK:
                 return
@@ -100,14 +108,23 @@ class _Found:
         if len(self.items) > limit:
             state, item = shown[-1]
             following = _encode(["approvals", state.created_at, state.run_id, item["call_id"]])
-        return {"items": [item for _, item in shown], "next_cursor": following}
+        damaged = [{"run_id": r, "problem": p} for r, p in self.damaged.items()]
+        return {"items": [item for _, item in shown], "next_cursor": following,
+                "damaged": damaged}  # fmt: skip
+
+    async def loaded(self, store: Store, run_id: str) -> RunState | None:
+        """The run, or None if it is gone or damaged (then named in `damaged`)."""
+        try:
+            return await store.load(run_id)
+        except RunNotFound:
+            return None  # gone since it was listed
+        except RunDamaged as exc:  # the others' calls are still shown
+            self.damaged[run_id] = (str(exc).splitlines() or ["damaged"])[0]
+            return None
 
 
-async def _loaded(store: Store, run_id: str) -> RunState | None:
-    try:
-        return await store.load(run_id)
-    except RunNotFound:
-        return None  # gone since it was listed
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
 
 
 def _at(after: list[Any]) -> Cursor:
@@ -123,17 +140,24 @@ def _decode(cursor: str | None, kind: str) -> list[Any] | None:
     """The cursor's fields after its kind; 400 for anything this API did not hand out."""
     if not cursor:
         return None
-    try:
-        fields = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, UnicodeDecodeError):
-        fields = None
+    fields = None
+    if len(cursor) <= MAX_CURSOR and cursor.isascii():  # bounded before it is decoded
+        try:
+            fields = json.loads(
+                base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)),
+                parse_constant=_no_constant,
+            )
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            fields = None
     size = 3 if kind == "runs" else 4
     if (
         isinstance(fields, list)
         and len(fields) == size
         and fields[0] == kind
         and isinstance(fields[1], int | float)
-        and all(isinstance(f, str) for f in fields[2:])
+        and not isinstance(fields[1], bool)
+        and abs(fields[1]) < 1e15  # a time this API handed out; never a 4,000-digit number
+        and all(isinstance(f, str) and f.isprintable() for f in fields[2:])
     ):
         return fields[1:]
     raise Problem(400, "invalid cursor: pass back a next_cursor this API returned")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.store import Store
 from loopstate.service.auth import Authorize, Guard, anyone
+from loopstate.service.door import MAX_BODY
 from loopstate.service.feed import Hub
 from loopstate.service.idempotency import IdempotencyKeys
 from loopstate.service.runner import Runner
@@ -39,7 +40,8 @@ class Service:
     process on the store reaches this one's streams. `stream`: whether served model calls
     stream (the pages then show the model's text live); a provider that refuses a streamed
     request with a 4xx saying so gets that step again as a plain call (logged once per
-    model). `stream=False` makes every call a plain one."""
+    model). `stream=False` makes every call a plain one. `max_body`: the largest request body
+    taken, in bytes (larger: 413, unread)."""
 
     def __init__(
         self,
@@ -52,6 +54,7 @@ class Service:
         poll_s: float = 0.25,
         concurrency: int = 16,
         stream: bool = True,
+        max_body: int = MAX_BODY,
     ) -> None:
         if store is None:
             if not agents:
@@ -66,6 +69,7 @@ class Service:
         self.guard = Guard(token, authorize)
         self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
+        self.max_body = max_body
         self.locks: dict[str, asyncio.Lock] = {}
 
     def run_lock(self, run_id: str) -> asyncio.Lock:

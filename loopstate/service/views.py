@@ -70,7 +70,8 @@ def call_view(call: CallRecord) -> dict[str, Any]:
 
 
 def summary_view(summary: RunSummary) -> dict[str, Any]:
-    return summary.model_dump(mode="json")
+    """A listed run; a damaged one (`status: "damaged"`) carries its `problem`."""
+    return summary.model_dump(mode="json", exclude=None if summary.problem else {"problem"})
 
 
 def run_view(state: RunState) -> dict[str, Any]:

@@ -9,7 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import ApprovalRequest, Approver, Decision, Result, SyncApprover
+from loopstate.engine.approval import (
+    ApprovalRequest,
+    Approver,
+    Decision,
+    SyncApprover,
+    as_result,
+)
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import Cause, RunCore, RunPorts
 from loopstate.engine.errors import DefinitionError, RunNotResumable
@@ -26,6 +32,7 @@ from loopstate.engine.operations import (
     route_decisions,
 )
 from loopstate.engine.options import RunOptions, StopCondition, hook_chain
+from loopstate.engine.outside import outside, outside_text
 from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import ParentLink, RunState
@@ -261,7 +268,7 @@ class Agent:
         is shutting down sets it). A run stopped in `model_failed` calls the model again.
         `results` (by call id) are the values of external tools' calls (`Result`)."""
         if results:
-            decisions = {**(decisions or {}), **{c: Result(v) for c, v in results.items()}}
+            decisions = {**(decisions or {}), **{c: as_result(v) for c, v in results.items()}}
         return await self._resume(run_id, decisions, message, actor, owner, None, drain)
 
     async def _resume(
@@ -361,8 +368,8 @@ class Agent:
             (SystemMessage(content=self.instructions),) if self.instructions else ()
         )
         if isinstance(prompt, str):
-            return (*system, UserMessage(content=prompt))
-        return (*system, *prompt)
+            return (*system, UserMessage(content=outside_text(prompt)))
+        return (*system, *outside(tuple(prompt)))
 
 
 def _check_resumable(

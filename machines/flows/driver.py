@@ -23,6 +23,7 @@ from statemachine.exceptions import TransitionNotAllowed
 from loopstate.engine.core import Cause, Ending, OnCore, RunCore
 from loopstate.engine.messages import SystemMessage, UserMessage
 from loopstate.engine.options import RunOptions
+from loopstate.engine.outside import outside_text
 from loopstate.engine.state import FlowPosition
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
@@ -109,7 +110,7 @@ class FlowSteps(OnCore):
     def user_replied(self, message: str, *, actor: str) -> None:
         """The user answered a phase waiting for them: its loop starts a new turn."""
         self._send(Cause("the user answered", actor), self.machine.user_replied)
-        messages = (*self.state.messages, UserMessage(content=message))
+        messages = (*self.state.messages, UserMessage(content=outside_text(message)))
         self.state = self.state.evolve(messages=messages, state="idle")
         self._move(awaiting_input=False)
         self._loop = None

@@ -9,7 +9,13 @@ from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import ApprovalRequest, Approver, Decision, Result, SyncApprover
+from loopstate.engine.approval import (
+    ApprovalRequest,
+    Approver,
+    Decision,
+    SyncApprover,
+    as_result,
+)
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
 from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
@@ -21,6 +27,7 @@ from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
 from loopstate.engine.operations import abort_run, queue_routed, route_decisions
 from loopstate.engine.options import RunOptions
+from loopstate.engine.outside import outside, outside_text
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tree import (
@@ -114,12 +121,12 @@ class Flow:
         """Start a run with the user's first message (and any data known up front)."""
         owner, now = lease_owner(), self.clock()
         first = self.phases[self.initial].spec
-        start = dict(data or {})
+        start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
         state = RunState(
             run_id=run_id or self.ids(),
             machine=self.name,
             machine_version=getattr(self.machine, "machine_version", 1),
-            messages=(UserMessage(content=message),),
+            messages=(UserMessage(content=outside_text(message)),),
             flow=FlowPosition(
                 phase=self.initial, data=first.on_enter(start) if first.on_enter else start
             ),
@@ -151,7 +158,7 @@ class Flow:
         with `results` (by call id) for its external tools' calls (`Result`). `owner` is the
         lease owner to resume under (a worker that claimed the run)."""
         if results:
-            decisions = {**(decisions or {}), **{c: Result(v) for c, v in results.items()}}
+            decisions = {**(decisions or {}), **{c: as_result(v) for c, v in results.items()}}
         owner = owner or lease_owner()
         state = await self.store.acquire(
             run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s

@@ -131,6 +131,13 @@ async function refresh() {
       previous = node;
     }
     if (!items.length) list.append(ls.el("p", { class: "empty", text: "Nothing is waiting for a decision." }));
+    // Runs the store cannot read are named, never hidden behind the others' calls.
+    list.querySelector(".damaged")?.remove();
+    const damaged = result.data.damaged || [];
+    if (damaged.length) {
+      list.append(ls.el("ul", { class: "damaged", role: "status" },
+        ...damaged.map((d) => ls.el("li", { text: `run ${d.run_id} cannot be read and is skipped: ${d.problem}` }))));
+    }
   })();
   try { await refreshing; } finally { refreshing = null; }
 }
