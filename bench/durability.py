@@ -25,8 +25,8 @@ import structlog
 
 from loopstate import Agent, Approve, MemoryStore, ModelRequest, ModelResponse, ScriptedModel, tool
 from loopstate.engine.messages import to_wire
-from loopstate.engine.models.scripted import call
 from loopstate.engine.stores.sqlite import SQLiteStore
+from loopstate.testing import call
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 KB = "x" * 1024

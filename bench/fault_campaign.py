@@ -32,8 +32,8 @@ MAX_ATTEMPTS = 12
 def child(db: str, log: str, run_id: str, mode: str) -> None:
     """One process's share of a run: start it, or resume it."""
     from loopstate import Agent, ScriptedModel, tool
-    from loopstate.engine.models.scripted import call
     from loopstate.engine.stores.sqlite import SQLiteStore
+    from loopstate.testing import call
 
     def note(line: str) -> None:
         with open(log, "a") as f:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loopstate import Agent, MemoryStore, ScriptedModel, Store, tool
-from loopstate.engine.models.scripted import call
+from loopstate.testing import call
 
 HERE = Path(__file__).parent
 TOOL_TURNS = 5

@@ -18,9 +18,9 @@ from typing import Any
 import structlog
 
 from loopstate import Agent, MemoryStore, ScriptedModel, tool
-from loopstate.engine.models.scripted import call
 from loopstate.engine.recording.recorder import Recorder
 from loopstate.replay import replay
+from loopstate.testing import call
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 

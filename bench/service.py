@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from loopstate import Agent, MemoryStore, ScriptedModel, Store, tool
-from loopstate.engine.models.scripted import call
+from loopstate.testing import call
 
 HERE = Path(__file__).parent
 TOKEN = "bench-token"

@@ -29,7 +29,7 @@ import structlog
 from statemachine import State, StateChart
 
 from loopstate import Agent, MemoryStore, ScriptedModel, tool
-from loopstate.engine.models.scripted import call
+from loopstate.testing import call
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 REPEATS = 7

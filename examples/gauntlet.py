@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import tempfile
 
-from loopstate import ApprovalRequest, Approve, MemoryStore, ScriptedModel
-from loopstate.engine.models.scripted import call
+from loopstate import ApprovalRequest, Approve, MemoryStore
 from loopstate.machines.gauntlet import gauntlet_flow
+from loopstate.testing import ScriptedModel, call
 
 BRIEF = "a two-sentence release note for loopstate 0.9 (agent phases in flows)"
 FIRST = "Flows got better."

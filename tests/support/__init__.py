@@ -1,0 +1,53 @@
+"""Small tools and helpers shared by the engine tests. Every tool execution is counted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from loopstate import Tool, ToolContext, tool
+
+executions: Counter[str] = Counter()
+
+
+def make_tools() -> tuple[Counter[str], list[Tool]]:
+    """Fresh tools with their own execution counter: read (free), write (gated), pay
+    (gated when amount >= 100), slow (times out), boom (raises)."""
+    counted: Counter[str] = Counter()
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: path inside the workspace
+        """
+        counted["read_file"] += 1
+        return f"contents of {path}"
+
+    @tool(needs_approval=True)
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        counted["write_file"] += 1
+        return f"wrote {len(content)} bytes to {path}"
+
+    @tool(needs_approval=lambda args: args.amount >= 100)
+    async def pay(amount: int, ctx: ToolContext[None]) -> str:
+        """Pay an amount in cents."""
+        counted["pay"] += 1
+        return f"paid {amount} (key {ctx.idempotency_key})"
+
+    @tool(timeout=0.05)
+    async def slow() -> str:
+        """Never finishes in time."""
+        counted["slow"] += 1
+        await asyncio.sleep(5)
+        return "late"
+
+    @tool
+    def boom(x: int) -> str:
+        """Raises."""
+        counted["boom"] += 1
+        raise ValueError(f"bad x {x}")
+
+    return counted, [read_file, write_file, pay, slow, boom]
