@@ -1,24 +1,13 @@
-"""The `loopstate` command, run for real in subprocesses."""
+"""The `loopstate` command: in this process (`cli.main`), and from other processes for real."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-
-def loopstate(*args: str, stdin: str | None = None, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loopstate", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-    )
+from support.cli import loopstate, loopstate_process
 
 
 def test_demo_yes_runs_offline_to_a_final_answer(tmp_path: Path) -> None:
@@ -57,16 +46,17 @@ def run_id_of(cwd: Path) -> str:
 
 
 def test_a_suspended_demo_is_decided_and_resumed_from_other_processes(tmp_path: Path) -> None:
-    suspended = loopstate("demo", "--suspend", cwd=tmp_path)
+    suspended = loopstate_process("demo", "--suspend", cwd=tmp_path)
     assert "status: awaiting_approval" in suspended.stdout
     run = run_id_of(tmp_path)
     shown = json.loads(loopstate("runs", "show", run, "--json", cwd=tmp_path).stdout)
     assert [p["tool"] for p in shown["pending"]] == ["write"]
     call = shown["pending"][0]["call_id"]
-    edit = loopstate("edit", run, call, "--args", '{"path": "notes.md", "content": "hi\\n"}',
-                     cwd=tmp_path)  # fmt: skip
+    edit = loopstate_process("edit", run, call, "--args",
+                             '{"path": "notes.md", "content": "hi\\n"}', cwd=tmp_path)  # fmt: skip
     assert edit.returncode == 0, edit.stderr
-    resumed = loopstate("resume", run, "--agent", "loopstate.demo:suspended_agent", cwd=tmp_path)
+    resumed = loopstate_process("resume", run, "--agent", "loopstate.demo:suspended_agent",
+                                cwd=tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "status: done" in resumed.stdout
     assert (tmp_path / ".loopstate/demo-workspace/notes.md").read_text() == "hi\n"

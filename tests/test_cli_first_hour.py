@@ -4,11 +4,14 @@ before or after the command, `LOOPSTATE_DB`, nothing created by reading, short r
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+
+from support import cli
 
 SHOP = '''
 import sys
@@ -32,9 +35,7 @@ if __name__ == "__main__":
 
 
 def loopstate(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOOPSTATE_DB")}
-    return subprocess.run([sys.executable, "-m", "loopstate", *args], capture_output=True,
-                          text=True, cwd=cwd, env={**environ, **env}, timeout=60)  # fmt: skip
+    return cli.loopstate(*args, cwd=cwd, env={"LOOPSTATE_DB": None, **env})
 
 
 def project(tmp_path: Path, runs: int = 1) -> Path:
@@ -43,9 +44,10 @@ def project(tmp_path: Path, runs: int = 1) -> Path:
     (root / "src" / "deep").mkdir(parents=True)
     (root / "pyproject.toml").write_text("[project]\nname = 'shop'\n")
     (root / "shop.py").write_text(SHOP)
-    out = subprocess.run([sys.executable, "shop.py", str(runs)], cwd=root, capture_output=True,
-                         text=True, timeout=60, check=True)  # fmt: skip
-    assert out.stdout.split() == ["awaiting_approval"] * runs, out.stderr
+    with contextlib.chdir(root):  # as `python shop.py` there: the store is the project's
+        support = runpy.run_path(str(root / "shop.py"))["support"]
+        statuses = [support().run_sync("refund my orders").status for _ in range(runs)]
+    assert statuses == ["awaiting_approval"] * runs
     return root
 
 

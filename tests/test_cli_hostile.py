@@ -1,5 +1,5 @@
-"""The real `loopstate` CLI, in subprocesses, against hostile stored runs, damaged or locked
-store files and malformed cassettes: everything shown escaped, every failure one line."""
+"""The `loopstate` CLI (`cli.main`, in this process) against hostile stored runs, damaged or
+locked store files and malformed cassettes: everything shown escaped, every failure one line."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import cli
 
 from loopstate import Agent, ScriptedModel, tool
 from loopstate.engine.errors import StoreError
@@ -29,13 +30,7 @@ def write_file(path: str, note: str) -> str:
 
 
 def loopstate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loopstate", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-    )
+    return cli.loopstate(*args, cwd=cwd)
 
 
 def one_line_error(out: subprocess.CompletedProcess[str], code: int = 2) -> str:

@@ -1,16 +1,19 @@
-"""`loopstate runs|approve|deny|edit|abort|resume` against a store file given with --db,
-run for real in subprocesses; the agent resumed by the CLI has its store replaced by --db."""
+"""`loopstate runs|approve|deny|edit|abort|resume` against a store file given with --db, run
+in this process (`cli.main`); the agent resumed by the CLI has its store replaced by --db."""
 
 from __future__ import annotations
 
 import json
+import runpy
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.cli import loopstate
+
+from loopstate.engine.stores.sqlite import SQLiteStore
 
 AGENT_MODULE = '''
 from pathlib import Path
@@ -51,19 +54,12 @@ class Shell:
         (root / "shop.py").write_text(AGENT_MODULE)
 
     def suspend(self) -> None:
-        out = subprocess.run([sys.executable, "shop.py", str(self.db)], cwd=self.root,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
-        assert out.stdout.strip() == "awaiting_approval", out.stderr
+        agent = runpy.run_path(str(self.root / "shop.py"))["agent"]
+        assert agent.clone(store=SQLiteStore(self.db)).run_sync("go").status == "awaiting_approval"
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "loopstate", *args, "--db", str(self.db)],
-            capture_output=True,
-            text=True,
-            cwd=self.root,
-            env={"PYTHONPATH": str(self.root), "PATH": "/usr/bin:/bin", "USER": "ada"},
-            timeout=60,
-        )
+        user = {"LOGNAME": None, "USER": "ada", "LNAME": None, "USERNAME": None}
+        return loopstate(*args, "--db", str(self.db), cwd=self.root, env=user)
 
     def ok(self, *args: str) -> str:
         out = self(*args)

@@ -1,28 +1,24 @@
-"""The CLI, in other processes on one SQLite file: `approve|deny --always` (a tool or a rule),
-`deny --message` (the exact text the model sees), `forget` (revocation recorded, later calls
-ask again), and one clear line for every mistake."""
+"""The CLI on one SQLite file, from other processes and in this one: `approve|deny --always`
+(a tool or a rule), `deny --message` (the exact text the model sees), `forget` (revocation
+recorded, later calls ask again), and one clear line for every mistake."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+import support.cli
 
 from loopstate import Agent, ScriptedModel, SQLiteStore, tool
 from loopstate.engine.models.scripted import call
 
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOPSTATE_DB": str(db)}
-    return subprocess.run(
-        [sys.executable, "-m", "loopstate", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=db.parent,
-        timeout=60,
-    )
+    return support.cli.loopstate(*args, cwd=db.parent, env={"LOOPSTATE_DB": str(db)})
+
+
+def cli_process(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return support.cli.loopstate_process(*args, cwd=db.parent, env={"LOOPSTATE_DB": str(db)})
 
 
 def ok(out: subprocess.CompletedProcess[str]) -> str:
@@ -74,8 +70,8 @@ async def test_a_rule_remembered_from_the_cli_decides_and_forget_records_its_rev
     agent = Agent(model, make_tools(ran), store=SQLiteStore(db))
     first = await agent.run("go")
     call_id = first.pending[0].call_id
-    out = ok(cli(db, "approve", first.run_id, call_id, "--always", "--pattern", "db_*",
-                 "--rule", "db-any", "--actor", "alice"))  # fmt: skip
+    out = ok(cli_process(db, "approve", first.run_id, call_id, "--always", "--pattern", "db_*",
+                         "--rule", "db-any", "--actor", "alice"))  # fmt: skip
     assert "remembered as rule 'db-any'" in out
     paused = await agent.resume(first.run_id)
     assert ran == ["read a", "read b"]
@@ -83,10 +79,10 @@ async def test_a_rule_remembered_from_the_cli_decides_and_forget_records_its_rev
     state = await agent.store.load(first.run_id)
     assert state.calls[1].decided_by == "remembered:rule db-any (given by alice)"
 
-    out = ok(cli(db, "forget", first.run_id, "--rule", "db-any", "--actor", "bob",
-                 "--reason", "read enough"))  # fmt: skip
+    out = ok(cli_process(db, "forget", first.run_id, "--rule", "db-any", "--actor", "bob",
+                         "--reason", "read enough"))  # fmt: skip
     assert "revoked the remembered decision for rule db-any (given by alice)" in out
-    shown = ok(cli(db, "runs", "show", first.run_id))
+    shown = ok(cli_process(db, "runs", "show", first.run_id))
     assert "revoked by bob" in shown
     assert "read enough" in shown
     ok(cli(db, "approve", first.run_id, paused.pending[0].call_id))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from statemachine import State, StateChart
 from support import make_tools
+from support.cli import loopstate
 
 from loopstate import Agent, Approve, ScriptedModel
 from loopstate.engine.diagram import (
@@ -187,14 +188,17 @@ async def test_graphviz_renders_every_dot_output_to_svg(tmp_path: Path) -> None:
         assert "</svg>" in svg
 
 
+def drawn(*args: str, cwd: Path) -> str:
+    """`loopstate ARGS`'s output; it must succeed."""
+    out = loopstate(*args, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 async def test_a_stored_run_drawn_on_its_machine_counts_its_transitions(tmp_path: Path) -> None:
     result, db = await a_real_run(tmp_path)
     recorded = Counter((t.source, t.target, t.event) for t in result.transitions)  # type: ignore[attr-defined]
-    out = subprocess.run(
-        [sys.executable, "-m", "loopstate", "diagram", "agent", "--run", "r1", "--db", db,
-         "--format", "dot"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = drawn("diagram", "agent", "--run", "r1", "--db", db, "--format", "dot", cwd=tmp_path)
     counted = Counter()
     for line in out.splitlines():
         m = re.match(r'\s*"(\w+)" -> "(\w+)" \[label="(\w+)[^"]* ×(\d+)"', line)
@@ -203,19 +207,13 @@ async def test_a_stored_run_drawn_on_its_machine_counts_its_transitions(tmp_path
     assert counted == recorded
     assert re.search(r'"done" \[label="Done", fillcolor="#ffe082"', out)  # current: rests there
     assert re.search(r'"failed" \[[^]]*fontcolor="#9e9e9e"', out)  # never visited
-    mermaid = subprocess.run(
-        [sys.executable, "-m", "loopstate", "diagram", "--run", "r1", "--db", db],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    mermaid = drawn("diagram", "--run", "r1", "--db", db, cwd=tmp_path)
     assert "executing_tool --> thinking : tools_done ×3" in mermaid
     assert "class done current" in mermaid
 
 
 def test_the_committed_diagrams_are_fresh(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "loopstate", "diagram", "--all", str(tmp_path)], check=True,
-        capture_output=True,
-    )  # fmt: skip
+    drawn("diagram", "--all", str(tmp_path), cwd=tmp_path)
     committed = sorted(p.name for p in (ROOT / "diagrams").iterdir())
     assert committed == sorted(p.name for p in tmp_path.iterdir())
     for name in committed:
@@ -244,13 +242,8 @@ def test_the_cli_draws_a_users_machine_and_names_unknown_targets(tmp_path: Path)
         "    gone = State(final=True)\n"
         "    smash = closed.to(gone)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "loopstate", "diagram", "mymachines:Door"], cwd=tmp_path,
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = drawn("diagram", "mymachines:Door", cwd=tmp_path)
     assert "closed --> gone : smash" in out
-    bad = subprocess.run(
-        [sys.executable, "-m", "loopstate", "diagram", "nope"], capture_output=True, text=True
-    )
+    bad = loopstate("diagram", "nope", cwd=tmp_path)
     assert bad.returncode == 2
     assert "no shipped machine 'nope' (known: agent" in bad.stderr
