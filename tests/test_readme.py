@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import ast
+import asyncio
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from model_server import serve, text_reply, tool_call_reply
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
@@ -29,27 +30,26 @@ def test_the_readme_starts_with_the_two_setup_commands() -> None:
     )
 
 
-RUN_BLOCKS = """
-import ast, asyncio, json, sys
-namespace = {"__name__": "__main__"}
-for block in json.load(sys.stdin):
-    code = compile(block, "<README>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    result = eval(code, namespace)
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
-"""
+def run_blocks(blocks: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run `blocks` in order in one namespace, as a script named `__main__` with top-level
+    await; returns what they printed. In this interpreter: the environment is the test's."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    for block in blocks:
+        code = compile(block, "<README>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(code, namespace)
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+    return capsys.readouterr().out
 
 
-def run_blocks(
-    blocks: list[str], cwd: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", RUN_BLOCKS], input=json.dumps(blocks), cwd=cwd, env=env,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+def model_server_env(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("OPENAI_API_BASE", f"{url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
 
 
-def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) -> None:
+def test_the_example_runs_against_a_model_server_over_real_http(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     example = python_blocks()[0]
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/index.md").write_text("Helo\n")
@@ -61,10 +61,8 @@ def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) 
         ),
         text_reply("Fixed the typo."),
     ) as server:
-        env = {**os.environ, "OPENAI_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test"}
-        out = run_blocks([example], tmp_path, env)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+        model_server_env(monkeypatch, server.url)
+        lines = run_blocks([example], capsys).splitlines()
     assert lines[0] == "done: Fixed the typo."
     assert lines[1:4] == ["1 idle → thinking start", "2 thinking → executing_tool replied",
                           "3 executing_tool → thinking tools_done"]  # fmt: skip
@@ -74,7 +72,9 @@ def test_the_example_runs_against_a_model_server_over_real_http(tmp_path: Path) 
     assert "docs/ only" in third[-1]["content"]
 
 
-def test_every_python_block_of_the_readme_runs_in_order(tmp_path: Path) -> None:
+def test_every_python_block_of_the_readme_runs_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/index.md").write_text("Helo\n")
     with serve(
@@ -85,22 +85,22 @@ def test_every_python_block_of_the_readme_runs_in_order(tmp_path: Path) -> None:
         tool_call_reply(("c3", "write_file", {"path": "docs/index.md", "content": "Hi\n"})),
         text_reply("Fixed the typo."),
     ) as server:
-        env = {**os.environ, "OPENAI_API_BASE": f"{server.url}/v1", "OPENAI_API_KEY": "sk-test"}
-        out = run_blocks(python_blocks(), tmp_path, env)
-    assert out.returncode == 0, out.stderr
+        model_server_env(monkeypatch, server.url)
+        out = run_blocks(python_blocks(), capsys)
     assert len(python_blocks()) >= 5
-    assert "c2 write_file {'path': 'README.md', 'content': '# New\\n'}" in out.stdout
+    assert "c2 write_file {'path': 'README.md', 'content': '# New\\n'}" in out
     assert (tmp_path / "README.md").read_text() == "# New\n"  # approved on resume
     assert len(server.requests) == 6  # the replay made none
     assert (tmp_path / "cassettes/typo.jsonl").exists()
-    assert "done Your invoice is under Settings → Billing." in out.stdout
+    assert "done Your invoice is under Settings → Billing." in out
 
 
-def test_the_example_without_a_key_prints_why_the_run_failed(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    out = run_blocks([python_blocks()[0]], tmp_path, env)
-    assert out.returncode == 0, out.stderr
-    first = out.stdout.splitlines()[0]
+def test_the_example_without_a_key_prints_why_the_run_failed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)
+    first = run_blocks([python_blocks()[0]], capsys).splitlines()[0]
     assert first.startswith("failed: ModelError: model openai/gpt-4o-mini failed:"), first
     assert "api_key" in first
     assert "None" not in first
