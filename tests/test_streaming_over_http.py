@@ -168,18 +168,22 @@ async def test_a_process_killed_mid_stream_saves_nothing_partial_and_resumes_as_
 ) -> None:
     (tmp_path / "child.py").write_text(CHILD)
     db = tmp_path / "runs.db"
-    # Words that differ: litellm fails a stream that repeats one chunk ~100 times.
-    story = paced(text_reply(" ".join(f"w{n}" for n in range(500))), 0.01)
+    # A few distinct pieces (as a real stream's are), then nothing until the child is gone:
+    # however slowly the machine runs, the child is killed mid-stream, never after its end.
+    words = " ".join(f"word{n}" for n in range(40))
+    story = cut_stream(text_reply(words), 6, "stall")
     with serve(story, text_reply("A short story.")) as server:
         child = await asyncio.create_subprocess_exec(
             sys.executable, "child.py", server.openai_base, str(db), cwd=tmp_path,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert child.stdout is not None
-        step, dead_attempt = (await asyncio.wait_for(child.stdout.readline(), 30)).split()
+        # the child prints once it has a piece of the reply (a margin only for a stuck child)
+        step, dead_attempt = (await asyncio.wait_for(child.stdout.readline(), 300)).split()
         child.send_signal(signal.SIGKILL)
         await child.wait()
-        await asyncio.sleep(0.6)  # the dead process's lease expires
+        await asyncio.to_thread(server.wait_for_disconnects, 1)  # the stream died with it
+        await asyncio.sleep(0.6)  # the lease the child took (0.5 s) has expired: no waiting on it
         store = SQLiteStore(db)
         stored = await store.load("r1")
         assert (stored.state, [m.role for m in stored.messages]) == ("thinking", ["user"])
