@@ -5,8 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from support.wheel import InstalledWheel
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -38,6 +42,14 @@ def postgres_dsn(postgres_server_dsn: str) -> str:
     from postgres_server import fresh_schema
 
     return fresh_schema(postgres_server_dsn)
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
+    """The repo's wheel in a fresh virtualenv: built once for the whole test run."""
+    from support.wheel import installed_wheel
+
+    return installed_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="session")

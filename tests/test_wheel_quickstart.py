@@ -5,40 +5,20 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
 from model_server import serve, text_reply, tool_call_reply
+from support.wheel import InstalledWheel
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def fresh_install(tmp_path: Path) -> Path:
-    """A virtualenv holding loopstate from a freshly built wheel (its dependencies from this
-    interpreter's site-packages: no network); returns its bin directory."""
-    dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
-                    "--no-build-isolation", "-q", "-w", str(dist)],
-                   check=True, cwd=tmp_path, capture_output=True)  # fmt: skip
-    (wheel,) = dist.glob("loopstate-*.whl")
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = subprocess.run([python, "-c", purelib], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
-    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True)  # fmt: skip
-    return env_dir / "bin"
-
-
 @pytest.mark.slow
-def test_the_readme_quick_start_runs_from_the_installed_wheel(tmp_path: Path) -> None:
-    bin_dir = fresh_install(tmp_path)
+def test_the_readme_quick_start_runs_from_the_installed_wheel(
+    installed_wheel: InstalledWheel, tmp_path: Path
+) -> None:
+    bin_dir = installed_wheel.bin
     project = tmp_path / "myproject"
     (project / "docs").mkdir(parents=True)
     (project / "docs/index.md").write_text("Helo\n")
