@@ -4,12 +4,11 @@ every path: an approver, `resume`, and the CLI in another process on one SQLite 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import loopstate_process
 
 from loopstate import Agent, Approve, DecisionError, Deny, Edit, ScriptedModel, tool
 from loopstate.engine.errors import DefinitionError
@@ -63,15 +62,7 @@ def test_allowed_decisions_are_checked_when_the_tool_is_defined() -> None:
 
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOPSTATE_DB": str(db)}
-    return subprocess.run(
-        [sys.executable, "-m", "loopstate", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=db.parent,
-        timeout=60,
-    )
+    return loopstate_process(*args, cwd=db.parent, env={"LOOPSTATE_DB": str(db)})
 
 
 async def test_the_cli_in_another_process_cannot_queue_a_forbidden_edit(tmp_path: Path) -> None:

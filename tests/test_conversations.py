@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support import charge
 
 from loopstate import Agent, Approve, MemoryStore, RunNotResumable, ScriptedModel, tool
 from loopstate.engine.model import ModelRequest
@@ -19,12 +20,6 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
-
-
-@tool(needs_approval=True)
-def charge(amount: int) -> str:
-    """Charge a card."""
-    return f"charged {amount}"
 
 
 def said(request: ModelRequest) -> str:

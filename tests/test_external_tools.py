@@ -5,12 +5,11 @@ another process on one SQLite file — validated against the declared result typ
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import loopstate_process
 
 from loopstate import Agent, Approve, DecisionError, ScriptedModel, SQLiteStore, tool
 from loopstate.engine.approval import Result
@@ -56,15 +55,7 @@ async def test_an_external_call_suspends_and_resume_supplies_a_validated_result(
 
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOPSTATE_DB": str(db)}
-    return subprocess.run(
-        [sys.executable, "-m", "loopstate", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=db.parent,
-        timeout=60,
-    )
+    return loopstate_process(*args, cwd=db.parent, env={"LOOPSTATE_DB": str(db)})
 
 
 async def test_the_cli_in_another_process_answers_ask_person(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel
 from service_support import free_port
+from support import charge
 
 from loopstate import Agent, ScriptedModel, tool
 from loopstate.engine.models.scripted import call, calls
@@ -32,12 +33,6 @@ class Choice(BaseModel):
 def pick_in_browser(prompt: str) -> Choice:
     """Let the user pick in their browser (a client-side tool)."""
     raise AssertionError("an external tool's body never runs")
-
-
-@tool(needs_approval=True)
-def charge(amount: int) -> str:
-    """Charge a card."""
-    return f"charged {amount}"
 
 
 def agent(store: SQLiteStore) -> Agent:

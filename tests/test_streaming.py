@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import charge
 from test_durable_decisions import stored_rows
 
 from loopstate import Agent, Approve, Hooks, MemoryStore, ModelError, ScriptedModel, tool
@@ -27,12 +28,6 @@ from loopstate.engine.streaming import DeltaListener, TextDelta, ToolCallDelta
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
-
-
-@tool(needs_approval=True)
-def charge(amount: int) -> str:
-    """Charge a card."""
-    return f"charged {amount}"
 
 
 async def collect(stream: Any) -> list[Any]:

@@ -51,3 +51,9 @@ def make_tools() -> tuple[Counter[str], list[Tool]]:
         raise ValueError(f"bad x {x}")
 
     return counted, [read_file, write_file, pay, slow, boom]
+
+
+@tool(needs_approval=True)
+def charge(amount: int) -> str:
+    """Charge a card."""
+    return f"charged {amount}"
