@@ -120,10 +120,12 @@ def read_events(
     *,
     last_event_id: str | None = None,
     until: Any = None,
+    on_open: Any = None,
 ) -> list[Sse]:
     """The first `count` events (comments skipped) of the SSE stream at `path`, or those up
     to the one `until(event)` is true of; then the connection is closed, as a client that
-    goes away would."""
+    goes away would. `on_open()` is called when the stream's opening comment arrives: the
+    server is following the run (or the log) for this client by then."""
     headers = {"Accept": "text/event-stream"}
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
@@ -132,6 +134,9 @@ def read_events(
     with client.stream("GET", path, headers=headers, timeout=20) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
+            if on_open is not None and line.startswith(":"):
+                on_open()
+                on_open = None
             if not line:
                 if "data" in fields:
                     events.append(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +115,13 @@ def test_a_run_stream_forwards_the_model_text_live_without_ids(tmp_path: Path) -
             seen = str(len(stored(client, run_id)))
 
             def follow_up() -> None:
-                time.sleep(0.3)  # the stream below is open by then
                 client.post(f"/api/runs/{run_id}/messages", json={"text": "thanks"})
 
-            sender = threading.Thread(target=follow_up)
-            sender.start()
+            sender = threading.Thread(target=follow_up)  # once the stream below follows the run
             with server.client() as listener:
                 path = f"/api/runs/{run_id}/events"
-                events = read_events(listener, path, 50, last_event_id=seen, until=answered)
+                events = read_events(listener, path, 50, last_event_id=seen, until=answered,
+                                     on_open=sender.start)  # fmt: skip
             sender.join()
         deltas = [e for e in events if e.event == "text_delta"]
         assert "".join(json.loads(e.data)["text"] for e in deltas) == "glad to help"
