@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -80,6 +81,26 @@ def test_a_decision_carrying_the_requests_digest_is_accepted(h: Harness) -> None
     assert h.log()["tool charge 5"] == 1
 
 
+@pytest.fixture(scope="module")
+def half_decided(tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    """A run of two gated charges, suspended, then resumed with call_1_2 approved (call_1_3
+    still pending), by two processes: once for every case that starts from there."""
+    h = Harness(tmp_path_factory.mktemp("half_decided"))
+    h.child("run", "--two-charges")
+    h.child("resume", "--two-charges", *decide(call_1_2=["approve"]))
+    return h
+
+
+def copy_run(source: Harness, target: Harness) -> None:
+    """`source`'s store and log into `target`'s directory (the store through SQLite's own
+    backup: whole, whatever its journal holds)."""
+    with sqlite3.connect(source.db) as src, sqlite3.connect(target.db) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    shutil.copy(source.root / "log.txt", target.root / "log.txt")
+
+
 @pytest.mark.parametrize(
     ("decisions", "message"),
     [
@@ -94,10 +115,9 @@ def test_a_decision_carrying_the_requests_digest_is_accepted(h: Harness) -> None
     ids=["unknown-call", "ungated-call", "other-digest", "second-use", "all-or-none"],
 )
 def test_a_refused_decision_is_a_decision_error_and_the_stored_run_is_unchanged(
-    h: Harness, decisions: dict[str, object], message: str
+    h: Harness, half_decided: Harness, decisions: dict[str, object], message: str
 ) -> None:
-    h.child("run", "--two-charges")
-    h.child("resume", "--two-charges", *decide(call_1_2=["approve"]))
+    copy_run(half_decided, h)
     before = stored_rows(h.db)
     refused = h.child("resume", "--two-charges", "--decide", json.dumps(decisions))
     assert refused["error"] == "DecisionError"
