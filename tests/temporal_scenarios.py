@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from support.waiting import until
 from temporal_support import Served, wait_pending
 
 from loopstate.temporal import RunSettings
@@ -103,10 +103,7 @@ async def crash_mid_tool(s: Served, address: str, run_id: str = "crash_mid_tool"
     try:
         run_id = await s.runs.start("slow", "append once", run_id=run_id)
         effects = s.workdir / "effects.txt"
-        for _ in range(400):
-            if effects.exists() and effects.read_text():
-                break
-            await asyncio.sleep(0.025)
+        await until(lambda: effects.exists() and effects.read_text())  # inside the tool
     finally:
         kill(first)
     second = start_worker(address, s)

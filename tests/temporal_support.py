@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.waiting import until
 from temporal_agents import agents
 from temporalio.client import Client
 
@@ -55,10 +56,11 @@ async def serving(
 
 
 async def wait_pending(runs: TemporalRuns, run_id: str, count: int = 1) -> list[ApprovalRequest]:
-    """The run's pending calls once there are `count` of them (10 s at most)."""
-    for _ in range(200):
-        pending = await runs.pending(run_id)
-        if len(pending) == count:
-            return pending
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never had {count} pending calls (has {pending})")
+    """The run's pending calls once there are `count` of them."""
+
+    async def pending() -> list[ApprovalRequest]:
+        """the run's pending calls, once there are `count` of them"""
+        calls = await runs.pending(run_id)
+        return calls if len(calls) == count else []
+
+    return await until(pending, every=0.05)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from builtin_support import invoke
 from pydantic import ValidationError
+from support.waiting import until
 
 from loopstate import Agent, ScriptedModel
 from loopstate.engine.models.scripted import call
@@ -27,11 +28,7 @@ def alive(pid: int) -> bool:
 
 
 async def gone(pid: int) -> bool:
-    for _ in range(40):
-        if not alive(pid):
-            return True
-        await asyncio.sleep(0.025)
-    return False
+    return await until(lambda: not alive(pid))
 
 
 async def test_bash_runs_in_the_workspace_and_reports_the_exit_code(tmp_path: Path) -> None:
@@ -74,10 +71,7 @@ async def test_background_jobs_end_with_the_command_instead_of_holding_it(
 async def test_cancelling_the_call_kills_the_command(tmp_path: Path) -> None:
     call = asyncio.create_task(invoke(bash, tmp_path, command="echo $$ > sh.pid; sleep 30"))
     pidfile = tmp_path / "sh.pid"
-    for _ in range(200):  # the shell writes its pid first thing
-        if pidfile.exists() and pidfile.read_text():
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: pidfile.exists() and pidfile.read_text())  # its first act
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from support.waiting import until
 
 from loopstate import (
     Abort,
@@ -508,10 +509,11 @@ async def test_a_worker_continues_the_tree_once_a_childs_last_call_is_decided(
     worker = Worker(boss, poll_s=0.01)
     serving = asyncio.create_task(worker.serve(stop))
     try:
-        for _ in range(500):
-            if (await store.load(first.run_id)).status == "done":
-                break
-            await asyncio.sleep(0.01)
+
+        async def finished() -> bool:
+            return (await store.load(first.run_id)).status == "done"
+
+        await until(finished)
     finally:
         stop.set()
         await serving

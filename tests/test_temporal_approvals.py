@@ -8,8 +8,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.waiting import until
 from temporal_support import serving, wait_pending
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
@@ -169,11 +171,12 @@ async def test_the_inbox_lists_pending_calls_with_no_worker_running(
         run_id = await s.runs.start("batch", "two notes")
         await wait_pending(s.runs, run_id, 2)
     async with serving(temporal_address, tmp_path, worker=False) as bare:
-        for _ in range(100):  # visibility is eventually consistent
-            inbox = [c for c in await bare.runs.inbox(agent="batch") if c.run_id == run_id]
-            if len(inbox) == 2:
-                break
-            await asyncio.sleep(0.05)
+
+        async def listed() -> list[Any]:  # visibility is eventually consistent
+            calls = [c for c in await bare.runs.inbox(agent="batch") if c.run_id == run_id]
+            return calls if len(calls) == 2 else []
+
+        inbox = await until(listed, every=0.05)
         assert [(c.call_id, c.tool, c.arguments["path"]) for c in inbox] == [
             ("note_a", "write_note", "a.txt"),
             ("note_b", "write_note", "b.txt"),

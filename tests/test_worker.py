@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import worker_agent
+from support.waiting import until
 from worker_support import effects_of, loopstate_process, wait_until_ended
 
-from loopstate import Approve, PostgresStore, RunNotResumable, Store
+from loopstate import Approve, PostgresStore, RunNotResumable, RunState, Store
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.worker import Worker
@@ -99,10 +100,7 @@ async def test_loopstate_worker_on_sqlite_runs_a_cli_decision_and_drains_on_sigt
             effects=effects, log=tmp_path / "approve.log",
         )  # fmt: skip
         assert approve.wait(30) == 0
-        for _ in range(300):  # until the worker is inside the tool
-            if effects_of(effects):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: effects_of(effects))  # the worker is inside the tool
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0
     finally:
@@ -136,10 +134,7 @@ async def test_a_draining_worker_finishes_the_current_step_and_leaves_the_run_to
     stop = asyncio.Event()
     first = Worker(agent, poll_s=0.05)
     serving = asyncio.create_task(first.serve(stop))
-    for _ in range(1000):  # until the charge has started: the worker is mid-step
-        if effects.exists():
-            break
-        await asyncio.sleep(0.01)
+    await until(effects.exists)  # the charge has started: the worker is mid-step
     stop.set()
     await asyncio.wait_for(serving, 20.0)
     drained = await store.load("r")
@@ -168,11 +163,12 @@ async def test_a_message_queued_for_a_run_that_answered_makes_it_ready_for_a_wor
     assert ready(await store.load("chat"))
     stop = asyncio.Event()
     serving = asyncio.create_task(Worker(agent, poll_s=0.05).serve(stop))
-    for _ in range(200):  # until the worker has taken the message and answered
-        went_on = await store.load("chat")
-        if went_on.output == "Paris.":
-            break
-        await asyncio.sleep(0.05)
+
+    async def went_on_in_chat() -> RunState | None:  # the worker took the message, answered
+        state = await store.load("chat")
+        return state if state.output == "Paris." else None
+
+    went_on = await until(went_on_in_chat)
     stop.set()
     await asyncio.wait_for(serving, 20.0)
     assert (went_on.status, went_on.output, went_on.queued_message) == ("done", "Paris.", None)
