@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from pathlib import Path
 
 import psycopg
 import pytest
 from support import make_tools
+from support.cli import loopstate
 
 from loopstate import Agent, Approve, PostgresStore, ScriptedModel, StoreError
 from loopstate.engine.models.scripted import call, calls
@@ -125,19 +125,14 @@ async def test_errors_name_the_database_but_never_its_password() -> None:
 
 async def test_the_cli_lists_and_decides_runs_in_postgres(postgres_dsn: str) -> None:
     await seeded(postgres_dsn)
-    cli = [sys.executable, "-m", "loopstate"]
-    listing = subprocess.run(
-        [*cli, "runs", "list", "--db", postgres_dsn], capture_output=True, text=True, timeout=60
-    )
+    here = Path.cwd()
+    listing = loopstate("runs", "list", "--db", postgres_dsn, cwd=here)
     assert listing.stdout.splitlines()[1].split()[:4:2] == ["run-1", "awaiting_approval"], (
         listing.stderr
     )
     store = PostgresStore(postgres_dsn)
     call_id = (await store.load("run-1")).pending[0].call_id
-    approve = subprocess.run(
-        [*cli, "approve", "run-1", call_id, "--db", postgres_dsn],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    approve = loopstate("approve", "run-1", call_id, "--db", postgres_dsn, cwd=here)
     assert approve.returncode == 0, approve.stderr
     assert [q.call_id for q in (await store.load("run-1")).inbox] == [call_id]
     await store.close()
