@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import support.cli
+from support import db_tools as make_tools
 
-from loopstate import Agent, ScriptedModel, SQLiteStore, tool
+from loopstate import Agent, ScriptedModel, SQLiteStore
 from loopstate.engine.models.scripted import call
 
 
@@ -31,22 +32,6 @@ def one_line_error(out: subprocess.CompletedProcess[str]) -> str:
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "Traceback" not in out.stderr
     return out.stderr
-
-
-def make_tools(ran: list[str]):
-    @tool(needs_approval=True, category="db")
-    def db_read(table: str) -> str:
-        """Read a table."""
-        ran.append(f"read {table}")
-        return f"rows of {table}"
-
-    @tool(needs_approval=True, category="mail")
-    def send_mail(to: str) -> str:
-        """Send mail."""
-        ran.append(f"mail {to}")
-        return "sent"
-
-    return [db_read, send_mail]
 
 
 def script() -> ScriptedModel:

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support import db_tools as make_tools
 
 from loopstate import (
     Agent,
@@ -18,32 +19,9 @@ from loopstate import (
     Rule,
     ScriptedModel,
     SQLiteStore,
-    tool,
 )
 from loopstate.engine.approval import as_decision
 from loopstate.engine.models.scripted import call
-
-
-def make_tools(ran: list[str]):
-    @tool(needs_approval=True, category="db")
-    def db_read(table: str) -> str:
-        """Read a table."""
-        ran.append(f"read {table}")
-        return f"rows of {table}"
-
-    @tool(needs_approval=True, category="db")
-    def db_drop(table: str) -> str:
-        """Drop a table."""
-        ran.append(f"drop {table}")
-        return f"dropped {table}"
-
-    @tool(needs_approval=True, category="mail")
-    def send_mail(to: str) -> str:
-        """Send mail."""
-        ran.append(f"mail {to}")
-        return "sent"
-
-    return [db_read, db_drop, send_mail]
 
 
 def script() -> ScriptedModel:

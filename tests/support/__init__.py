@@ -57,3 +57,28 @@ def make_tools() -> tuple[Counter[str], list[Tool]]:
 def charge(amount: int) -> str:
     """Charge a card."""
     return f"charged {amount}"
+
+
+def db_tools(ran: list[str]) -> list[Tool]:
+    """Gated tools by category: db_read and db_drop ("db"), send_mail ("mail"); each run is
+    appended to `ran` ("read a", "drop a", "mail x@y.z")."""
+
+    @tool(needs_approval=True, category="db")
+    def db_read(table: str) -> str:
+        """Read a table."""
+        ran.append(f"read {table}")
+        return f"rows of {table}"
+
+    @tool(needs_approval=True, category="db")
+    def db_drop(table: str) -> str:
+        """Drop a table."""
+        ran.append(f"drop {table}")
+        return f"dropped {table}"
+
+    @tool(needs_approval=True, category="mail")
+    def send_mail(to: str) -> str:
+        """Send mail."""
+        ran.append(f"mail {to}")
+        return "sent"
+
+    return [db_read, db_drop, send_mail]
