@@ -3,8 +3,8 @@ itself at a named boundary. Every model request and tool execution is appended t
 so the parent can count them across processes.
 
 usage: python durable_child.py DB WORKDIR (run|resume|abort) [--kill POINT] [--decide JSON]
-                               [--lease S] [--ask-again] [--hold S] [--two-charges]
-                               [--from-turn N]
+                               [--lease S] [--ask-again] [--hold S] [--release FILE]
+                               [--two-charges] [--from-turn N]
 
 --decide maps call ids to `[kind, *args]` or to a Decision as JSON (to pass a `digest`).
 --from-turn N gives this process a model whose script holds only turns N.. (served in order,
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
+from support.waiting import until
 
 from loopstate import (
     Abort,
@@ -54,6 +55,7 @@ parser.add_argument("--decide", default="")
 parser.add_argument("--lease", type=float, default=60.0)
 parser.add_argument("--ask-again", action="store_true")
 parser.add_argument("--hold", type=float, default=0.0, help="seconds `charge` blocks")
+parser.add_argument("--release", type=Path, help="`charge` blocks until this file exists")
 parser.add_argument("--two-charges", action="store_true", help="two gated calls in turn 1")
 parser.add_argument("--from-turn", type=int, default=0)
 args = parser.parse_args()
@@ -73,6 +75,8 @@ async def charge(amount: int) -> str:
         os.kill(os.getpid(), signal.SIGKILL)
     if args.hold:
         await asyncio.sleep(args.hold)
+    if args.release is not None:
+        await until(args.release.exists)  # the parent's signal: it has seen what it waited for
     return f"charged {amount}"
 
 

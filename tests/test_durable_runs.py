@@ -204,13 +204,15 @@ def test_interrupted_calls_can_be_put_to_a_person_again_by_policy(h: Harness) ->
 
 def test_two_processes_resuming_at_once_one_proceeds_the_other_is_told_busy(h: Harness) -> None:
     h.child("run")
-    holder = h.start("resume", "--decide", APPROVE, "--hold", "3")
-    deadline = time.monotonic() + 20
+    release = h.root / "release"
+    holder = h.start("resume", "--decide", APPROVE, "--release", str(release))
+    deadline = time.monotonic() + 120  # a margin for a stuck child, not a time relied on
     while "tool charge 5" not in h.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.01)
     other = h.child("resume", "--decide", APPROVE)
     assert other["error"] == "RunBusy"
     assert "run run-1 is busy" in str(other["message"])
+    release.touch()  # the holder's charge ends only now, however long the other one took
     out, _ = holder.communicate(timeout=60)
     assert json.loads(out.strip().splitlines()[-1])["status"] == "done"
     assert h.log()["tool charge 5"] == 1

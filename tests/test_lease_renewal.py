@@ -7,10 +7,10 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import until
 
 from loopstate import Agent, RunBusy, ScriptedModel
 from loopstate.engine.stores.sqlite import SQLiteStore
@@ -19,22 +19,21 @@ CHILD = Path(__file__).with_name("lease_child.py")
 
 
 async def test_a_tool_longer_than_the_lease_keeps_other_processes_out(tmp_path: Path) -> None:
-    db, log = tmp_path / "runs.db", tmp_path / "tool.log"
+    db, log, release = tmp_path / "runs.db", tmp_path / "tool.log", tmp_path / "release"
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(db), str(log), "--lease", "0.6", "--hold", "2.5"],
+        [sys.executable, str(CHILD), str(db), str(log), "--lease", "0.6", "--release",
+         str(release)],
         stdout=subprocess.PIPE,
         text=True,
-    )
+    )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
-        while not (log.exists() and "started" in log.read_text()):
-            assert time.monotonic() < deadline, "the child never started its tool"
-            await asyncio.sleep(0.05)
+        await until(lambda: log.exists() and "started" in log.read_text())  # in its tool
         await asyncio.sleep(1.2)  # twice the lease: only renewal keeps it
         intruder = Agent(ScriptedModel(["stolen"]), store=SQLiteStore(db))
         with pytest.raises(RunBusy, match="run run-1 is busy"):
             await intruder.resume("run-1")
-        out, _ = child.communicate(timeout=30)
+        release.touch()  # the tool ends only now: it outlived the lease, however slow we were
+        out, _ = child.communicate(timeout=60)
     finally:
         child.kill()
         child.wait()
