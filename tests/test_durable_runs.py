@@ -31,14 +31,14 @@ class Harness:
 
     def child(self, mode: str, *extra: str) -> dict[str, object]:
         proc = self.start(mode, *extra)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
         return result
 
     def killed(self, mode: str, point: str, *extra: str) -> None:
         proc = self.start(mode, "--kill", point, *extra)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=300)
         assert proc.returncode == -signal.SIGKILL, f"did not die at {point}: {err}"
 
     def log(self) -> Counter[str]:
@@ -206,14 +206,16 @@ def test_two_processes_resuming_at_once_one_proceeds_the_other_is_told_busy(h: H
     h.child("run")
     release = h.root / "release"
     holder = h.start("resume", "--decide", APPROVE, "--release", str(release))
-    deadline = time.monotonic() + 120  # a margin for a stuck child, not a time relied on
-    while "tool charge 5" not in h.log() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    other = h.child("resume", "--decide", APPROVE)
-    assert other["error"] == "RunBusy"
-    assert "run run-1 is busy" in str(other["message"])
-    release.touch()  # the holder's charge ends only now, however long the other one took
-    out, _ = holder.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120  # a margin for a stuck child, not a time relied on
+        while "tool charge 5" not in h.log() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        other = h.child("resume", "--decide", APPROVE)
+        assert other["error"] == "RunBusy"
+        assert "run run-1 is busy" in str(other["message"])
+    finally:
+        release.touch()  # the holder's charge ends only now, however long the other one took
+        out, _ = holder.communicate(timeout=300)
     assert json.loads(out.strip().splitlines()[-1])["status"] == "done"
     assert h.log()["tool charge 5"] == 1
 

@@ -7,7 +7,9 @@ import asyncio
 import time
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
+from support.waiting import until
 
 from loopstate import MemoryStore, RunBusy
 from loopstate.engine.lease import LeaseKeeper
@@ -34,10 +36,14 @@ async def test_a_run_working_longer_than_its_lease_keeps_others_out() -> None:
 
 async def test_a_lost_lease_is_logged_once_and_renewed_no_more() -> None:
     store = await store_with_run("thief", 10)
-    with capture_logs() as logs:
-        keeper = LeaseKeeper(store, "r", "me", time.time, 0.15, get_logger())
-        await asyncio.sleep(0.3)  # time for several renewals, were it still renewing
-        await keeper.stop()
+    try:
+        with capture_logs() as logs:
+            keeper = LeaseKeeper(store, "r", "me", time.time, 0.15, get_logger())
+            await until(lambda: logs)  # the first renewal found the lease lost
+            await asyncio.sleep(0.3)  # time for several renewals, were it still renewing
+            await keeper.stop()
+    finally:
+        structlog.reset_defaults()  # capture_logs leaves structlog configured
     assert [entry["event"] for entry in logs] == ["lease_lost"]
     assert "thief holds it" in logs[0]["error"]
 

@@ -62,7 +62,7 @@ def run_python(code: str, *args: str, env: dict[str, str]) -> str:
         text=True,
         env=env,
         cwd=Path(__file__).parent,
-        timeout=60,
+        timeout=300,  # a margin for a stuck child, not a time relied on
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

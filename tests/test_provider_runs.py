@@ -47,7 +47,7 @@ async def test_a_resumed_run_in_another_process_still_sends_the_thinking_block(
             [sys.executable, str(CHILD), db, s.url, suspended.run_id, "toolu_01W"],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=300,  # a margin for a stuck child (litellm alone: ~20 s on a busy machine)
             cwd=CHILD.parent,
         )
         assert child.returncode == 0, child.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from model_server import serve, text_reply, tool_call_reply
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
@@ -33,6 +34,7 @@ def test_the_readme_starts_with_the_two_setup_commands() -> None:
 def run_blocks(blocks: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """Run `blocks` in order in one namespace, as a script named `__main__` with top-level
     await; returns what they printed. In this interpreter: the environment is the test's."""
+    structlog.reset_defaults()  # unconfigured, as in a fresh interpreter (a test may leave it)
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for block in blocks:
         code = compile(block, "<README>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
