@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 
 from loopstate import Agent, Hooks, MemoryStore, ScriptedModel, tool
-from loopstate.engine.models.scripted import call
+from loopstate.testing import call
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 STEPS = 200
