@@ -59,7 +59,7 @@ def serve(root: Path) -> None:
 
 async def demo(root: Path) -> None:
     from loopstate import Agent, Approve, SQLiteStore
-    from loopstate.engine.models.scripted import ScriptedModel, call, calls
+    from loopstate.testing import ScriptedModel, call, calls
     from loopstate.tools.mcp import MCPServer
 
     (root / "draft.md").write_text("old draft\n")
