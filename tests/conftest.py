@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-pytest_plugins = ["pytester"]  # a user's pytest session, run in this process (the plugin's tests)
-
 
 @pytest.fixture(autouse=True)
 def _isolated_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

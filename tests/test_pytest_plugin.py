@@ -1,12 +1,13 @@
-"""The pytest plugin, in a pytest session of the user's (run by `pytester`, in this process):
-record through litellm, replay offline."""
+"""The pytest plugin, in a real pytest subprocess: record through litellm, replay offline."""
 
 from __future__ import annotations
 
-import pytest
-from model_server import serve, text_reply, tool_call_reply
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-from loopstate import LiteLLMModel, pytest_plugin
+from model_server import serve, text_reply, tool_call_reply
 
 USER_TEST = '''
 import os
@@ -30,48 +31,36 @@ def test_lookup(loopstate_cassette):  # a plain test: no pytest-asyncio mode nee
 '''
 
 
-class Run:
-    def __init__(self, result: pytest.RunResult) -> None:
-        self.returncode = int(result.ret)
-        self.stdout = "\n".join(result.outlines)
-
-
-def pytest_run(pytester: pytest.Pytester, *args: str) -> Run:
-    # the plugin given as the session's own: pytester forgets what an earlier session loaded
-    # (test_replay_plugin.py checks that a real `pytest` loads it by its entry point)
-    flags = ("-q", "-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:loopstate")
-    return Run(pytester.runpytest_inprocess(*flags, *args, plugins=[pytest_plugin]))
+def pytest_run(folder: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
+         *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
 
 
 def test_record_then_replay_offline_then_fail_with_a_diff_on_a_changed_prompt(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    # litellm imported here first, not in the user's session: pytester forgets the modules a
-    # session imported, and litellm does not survive being imported twice in one process
-    assert LiteLLMModel("openai/test-model").origin.provider == "openai"
-    folder = pytester.path
-    test_file = folder / "test_user.py"
+    test_file = tmp_path / "test_user.py"
     test_file.write_text(USER_TEST.replace("PROMPT", "What is loopstate?"))
-    with (
-        serve(
-            tool_call_reply(("call_1", "lookup", {"term": "loopstate"})),
-            text_reply("It is a library."),
-        ) as server,
-        monkeypatch.context() as patch,
-    ):
-        patch.setenv("MODEL_URL", f"{server.url}/v1")
-        recorded = pytest_run(pytester, "--loopstate-record")
-    assert recorded.returncode == 0, recorded.stdout
-    assert (folder / "cassettes" / "test_lookup.jsonl").exists()
-    assert (folder / "lookups.log").read_text() == "loopstate\n"
-    assert not (folder / ".loopstate").exists()  # recording keeps no runs in the project
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    with serve(
+        tool_call_reply(("call_1", "lookup", {"term": "loopstate"})), text_reply("It is a library.")
+    ) as server:
+        recorded = pytest_run(tmp_path, "--loopstate-record",
+                              env={**env, "MODEL_URL": f"{server.url}/v1"})  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert (tmp_path / "cassettes" / "test_lookup.jsonl").exists()
+    assert (tmp_path / "lookups.log").read_text() == "loopstate\n"
+    assert not (tmp_path / ".loopstate").exists()  # recording keeps no runs in the project
 
-    replayed = pytest_run(pytester)  # no server: replay needs none
-    assert replayed.returncode == 0, replayed.stdout
-    assert (folder / "lookups.log").read_text() == "loopstate\n"  # no side effect
+    replayed = pytest_run(tmp_path, env=env)  # no server: replay needs none
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert (tmp_path / "lookups.log").read_text() == "loopstate\n"  # no side effect
 
     test_file.write_text(USER_TEST.replace("PROMPT", "What is loopstate, really?"))
-    diverged = pytest_run(pytester)
+    diverged = pytest_run(tmp_path, env=env)
     assert diverged.returncode == 1
     assert "replay diverged at step 1" in diverged.stdout
     assert '+      "content": "What is loopstate, really?"' in diverged.stdout
@@ -81,9 +70,10 @@ def test_record_then_replay_offline_then_fail_with_a_diff_on_a_changed_prompt(
     assert len(failure.splitlines()) < 40
 
 
-def test_a_missing_cassette_says_how_to_record_it(pytester: pytest.Pytester) -> None:
-    (pytester.path / "test_user.py").write_text(USER_TEST.replace("PROMPT", "hi"))
-    out = pytest_run(pytester)
+def test_a_missing_cassette_says_how_to_record_it(tmp_path: Path) -> None:
+    (tmp_path / "test_user.py").write_text(USER_TEST.replace("PROMPT", "hi"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    out = pytest_run(tmp_path, env=env)
     assert out.returncode == 1
     assert "record it with --loopstate-record" in out.stdout
 
