@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_valid
 
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import DecisionError, DefinitionError
+from loopstate.engine.errors import DefinitionError, NotADecision
 from loopstate.engine.outside import OutsideError, outside, outside_json
 from loopstate.engine.rule import Rule
 
@@ -186,11 +186,11 @@ def as_decision(value: object) -> Decision:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "decision"
-        raise DecisionError(
+        raise NotADecision(
             f"not a decision ({where}: {first['msg']}); give Approve(), Deny(reason), "
             f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
         ) from None
-    raise DecisionError(
+    raise NotADecision(
         f"{type(value).__name__} is not a decision; give Approve(), Deny(reason), "
         f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
     )
@@ -203,7 +203,7 @@ def _entered(decision: Decision) -> Decision:
         try:
             return outside(decision.evolve(value=outside_json(decision.value)))
         except OutsideError as exc:
-            raise DecisionError(f"result refused: {exc}") from None
+            raise NotADecision(f"result refused: {exc}") from None
     return outside(decision)
 
 
@@ -219,11 +219,11 @@ def as_decisions(value: object) -> dict[str, Decision]:
     """Decisions by call id (see `as_decision`); `DecisionError` if `value` is not a mapping
     of call ids to decisions."""
     if not isinstance(value, Mapping):
-        raise DecisionError(f"decisions must map call ids to decisions, not {type(value).__name__}")
+        raise NotADecision(f"decisions must map call ids to decisions, not {type(value).__name__}")
     decisions: dict[str, Decision] = {}
     for call_id, decision in value.items():
         if not isinstance(call_id, str):
-            raise DecisionError(f"decisions must be keyed by call id (a str), not {call_id!r}")
+            raise NotADecision(f"decisions must be keyed by call id (a str), not {call_id!r}")
         decisions[call_id] = as_decision(decision)
     return decisions
 

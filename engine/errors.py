@@ -6,7 +6,16 @@ LoopstateError
 │   │                      `error_type`, `retry_after`, `retryable` say what to do
 │   ├── ScriptExhausted    a ScriptedModel was asked for more turns than it has
 │   └── UnexpectedRequest  a ScriptedModel's expectation did not hold
-├── DecisionError          a decision was refused; the run is unchanged
+├── DecisionError          a decision was refused; the run is unchanged; `errors` names
+│   │                      the fields at fault (`loopstate.engine.decision_check`)
+│   ├── NotADecision       not a decision at all (its form is wrong)
+│   ├── UnknownCall        the run has no such call
+│   ├── NotAwaiting        the run is not waiting for decisions (also a RunNotResumable)
+│   ├── AlreadyDecided     the call has its decision already: a decision is used once
+│   ├── StaleDigest        made for other arguments than the call's
+│   ├── NotAllowed         a kind of decision the call's tool does not accept
+│   └── InvalidDecision    a field at fault: an edit or a result that does not fit the
+│                          tool's schema, a digest missing where one is required
 ├── RunNotFound            no run with that id in the store
 ├── RunBusy                another process holds the run's lease
 ├── RunNotResumable        the run is finished, or not waiting for what was given
@@ -34,6 +43,8 @@ A test (tests/test_public_api.py) checks that this tree names every error class 
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 
 class LoopstateError(Exception):
@@ -92,9 +103,49 @@ class UnexpectedRequest(ModelError):
     """A `ScriptedModel` turn's expectation about the request did not hold."""
 
 
+class FieldError(NamedTuple):
+    """One field of a refused decision and what is wrong with it (`field` is a dotted path:
+    an argument of an edit, `value.<path>` of a result, or a decision's own field)."""
+
+    field: str
+    message: str
+
+
 class DecisionError(LoopstateError):
     """A decision was refused (unknown call, other arguments, a second decision, an edit
-    that does not fit the tool's schema); the run is unchanged."""
+    that does not fit the tool's schema); the run is unchanged. `errors` lists the fields at
+    fault, when the refusal is about fields. The subclasses say which check refused it."""
+
+    errors: tuple[FieldError, ...]
+
+    def __init__(self, message: str, *, errors: tuple[FieldError, ...] = ()) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+class NotADecision(DecisionError):
+    """What was given is not a decision (`as_decision` could not read it)."""
+
+
+class UnknownCall(DecisionError):
+    """The run has no call with that id."""
+
+
+class AlreadyDecided(DecisionError):
+    """The call is not awaiting a decision, or one is queued for it: a decision is used once."""
+
+
+class StaleDigest(DecisionError):
+    """The decision was made for other arguments than the call's (its `digest` differs)."""
+
+
+class NotAllowed(DecisionError):
+    """The call's tool does not accept this kind of decision (`allowed_decisions`)."""
+
+
+class InvalidDecision(DecisionError):
+    """A field of the decision is at fault (see `errors`): an edit's arguments or a result's
+    value do not fit the tool's schema, or a digest is missing where one is required."""
 
 
 class RunNotFound(LoopstateError):
@@ -113,6 +164,10 @@ class RunNotResumable(LoopstateError):
 class ForkRefused(LoopstateError):
     """A fork (`Agent.fork`) was refused, nothing written: no such transition, one recorded
     without what a fork needs, an edit that does not fit, or a kind of run not forkable."""
+
+
+class NotAwaiting(DecisionError, RunNotResumable):
+    """The run is not waiting for decisions (it runs, has ended, or waits for the user)."""
 
 
 class StoreError(LoopstateError):

@@ -16,9 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest, as_decision
+from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest
 from loopstate.engine.arguments import parse_arguments, thaw
-from loopstate.engine.errors import DecisionError
 from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
@@ -124,28 +123,11 @@ class Executor:
     def decide(
         self, record: CallRecord, decision: Decision, *, actor: str, at: float
     ) -> CallRecord:
-        """Apply one decision to an awaiting call; raises `DecisionError` and changes nothing
-        if the decision cannot be used (not a decision, already decided, stale digest, invalid
-        edit). A decision may be given in its dict form (see `as_decision`)."""
-        decision = as_decision(decision)
-        if record.status != "awaiting":
-            raise DecisionError(
-                f"call {record.call_id} ({record.tool}) is not awaiting a decision "
-                f"(it is {record.status}); a decision is used once"
-            )
-        digest = getattr(decision, "digest", None)
-        if digest is not None and digest != record.digest:
-            raise DecisionError(
-                f"decision for call {record.call_id} was made for other arguments "
-                f"(digest {digest}, the call's is {record.digest})"
-            )
-        record.check_allowed(decision.kind)
+        """The call once `decision` is applied to it: a decision `check_decision` has let
+        through (`loopstate.engine.decision_check`); nothing is checked here."""
         update: dict[str, Any] = {"decision": decision, "decided_by": actor, "decided_at": at}
         match decision.kind:
-            case "approve":
-                update["status"] = "approved"
-            case "edit":
-                self._check_edit(record, decision.arguments)
+            case "approve" | "edit":
                 update["status"] = "approved"
             case "deny":
                 update["status"] = "denied"
@@ -154,7 +136,6 @@ class Executor:
                 update["status"] = "denied"
                 update["result"] = f"Aborted: {decision.reason}"
             case "result" if record.asking:  # the answer to `ctx.ask`: the body runs again
-                record.check_result(decision.value)
                 update |= {"status": "approved", "asking": False, "external": False,
                            "answers": (*record.answers, decision.value)}  # fmt: skip
                 if record.decision is not None and record.decision.kind == "edit":
@@ -165,17 +146,11 @@ class Executor:
         return record.model_copy(update=update)
 
     def _supplied(self, record: CallRecord, value: Any) -> str:
-        """A supplied result as the model's text, once it fits the declared result type."""
+        """A supplied result (checked) as the model's text, as the tool's result type reads it."""
         tool = self.tools.get(record.tool)
         if tool is None:
-            record.check_result(value)
             return truncate(storable_text(render_result(value)), 20_000)
-        try:
-            value = tool.result_adapter.validate_python(value)
-        except ValidationError as exc:
-            raise DecisionError(
-                f"result for call {record.call_id} ({record.tool}) refused: {describe_invalid(exc)}"
-            ) from None
+        value = tool.result_adapter.validate_python(value)
         return truncate(storable_text(render_result(value)), tool.max_result_chars)
 
     def _denial_text(self, record: CallRecord, decision: Deny) -> str:
@@ -186,17 +161,6 @@ class Executor:
         if self.denial_message is not None:
             return storable_text(self.denial_message(record, decision))
         return f"Denied: the reviewer did not allow this call. Reason: {decision.reason}"
-
-    def _check_edit(self, record: CallRecord, arguments: dict[str, Any]) -> None:
-        tool = self.tools.get(record.tool)
-        if tool is None:
-            raise DecisionError(f"call {record.call_id}: tool {record.tool!r} is not available")
-        try:
-            tool.validate(arguments)
-        except ValidationError as exc:
-            raise DecisionError(
-                f"edit for call {record.call_id} ({record.tool}) refused: {describe_invalid(exc)}"
-            ) from None
 
     # -- run ---------------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Operations on a stored run that need no model and no tools: queue a decision for a
 suspended run, abort a run. The CLI, `Agent.abort`, `Flow.abort` (and later HTTP) use these.
 
-Queued decisions are validated here, when they are recorded, against what the person saw (the
-call's digest) and the tool's stored schema; the run's next `resume` applies them through the
-same decision path as any other decision.
+Queued decisions are checked when they are recorded (`check_decision`: against what the person
+saw, the call's digest, and the tool's stored schema) and bound to the call's digest; the run's
+next `resume` applies them through the same decision path as any other decision.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.core import Cause
+from loopstate.engine.decision_check import check_decision
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
 from loopstate.engine.outside import outside_text
 from loopstate.engine.result import RunResult
@@ -33,21 +34,26 @@ async def queue_decision(
     actor: str,
     clock: Clock = system_clock,
     wake: bool = True,
+    bound: bool = False,
+    routed: bool = True,
 ) -> RunState:
-    """Record `decision` for a pending call of a suspended run; refused (`DecisionError`,
-    nothing stored) if the call is unknown, not awaiting a decision, already has one queued,
-    was decided for other arguments, or an edit does not fit the tool's schema. A call that
-    waits in a run this one delegated to (a sub-agent's) is recorded on that run; once that
-    run has every decision, the top run of its tree is marked ready (unless not `wake`: the
-    caller is resuming it)."""
+    """Record `decision` for a pending call of a suspended run; refused (`check_decision`'s
+    `DecisionError`, nothing stored) if the call is unknown, not awaiting a decision, already
+    has one queued, was decided for other arguments (or names none, if `bound`), or an edit
+    does not fit the tool's schema. A call that
+    waits in a run this one delegated to (a sub-agent's) is recorded on that run (unless not
+    `routed`: the caller names the run the call waits in); once that run has every decision,
+    the top run of its tree is marked ready (unless not `wake`: the caller is resuming it)."""
     decision = as_decision(decision)
-    if waits_on_child(await store.load(run_id)):
+    if routed and waits_on_child(await store.load(run_id)):
         run_id = owner_of(await run_tree(store, run_id), call_id) or run_id
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
         now = clock()
-        queued = checked(state, call_id, decision, actor=actor, at=now)
+        call = check_decision(state, call_id, decision, bound=bound).call
+        bound = decision.model_copy(update={"digest": call.digest})  # what the person saw
+        queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=now)
         # A change of the run for everyone who follows it (listings, the event log).
         state = state.evolve(inbox=(*state.inbox, queued), updated_at=max(now, state.updated_at))
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
@@ -86,33 +92,6 @@ async def _wake_top(store: Store, child: RunState, clock: Clock) -> None:
         await store.release(top.run_id, owner=owner)
 
 
-def checked(
-    state: RunState, call_id: str, decision: Decision, *, actor: str, at: float
-) -> QueuedDecision:
-    """`decision` for `call_id`, bound to its arguments, once it can be queued on `state`."""
-    run_id = state.run_id
-    if state.state != "awaiting_approval":
-        raise RunNotResumable(f"run {run_id} is {state.status}, not awaiting approval")
-    call = next((c for c in state.batch if c.call_id == call_id), None)
-    if call is None:
-        pending = ", ".join(p.call_id for p in state.pending) or "none"
-        raise DecisionError(f"run {run_id} has no call {call_id} (pending: {pending})")
-    if call.status != "awaiting" or any(q.call_id == call_id for q in state.inbox):
-        raise DecisionError(f"call {call_id} of run {run_id} is already decided")
-    if decision.digest is not None and decision.digest != call.digest:
-        raise DecisionError(
-            f"decision for call {call_id} was made for other arguments "
-            f"(digest {decision.digest}, the call's is {call.digest})"
-        )
-    call.check_allowed(decision.kind)
-    if decision.kind == "result":
-        call.check_result(decision.value)
-    if decision.kind == "edit":
-        call.check_edit(decision.arguments)
-    bound = decision.model_copy(update={"digest": call.digest})
-    return QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=at)
-
-
 Routed = dict[str, dict[str, Decision]]
 """Decisions for the calls of child runs: by child run id, then call id."""
 
@@ -136,7 +115,7 @@ async def route_decisions(
             routed.setdefault(target, {})[call_id] = as_decision(decision)
     for node in tree.walk():
         for call_id, decision in routed.get(node.state.run_id, {}).items():
-            checked(node.state, call_id, decision, actor="check", at=0.0)
+            check_decision(node.state, call_id, decision)
     return own, routed
 
 

@@ -20,7 +20,6 @@ from loopstate.engine.approval import (
 )
 from loopstate.engine.arguments import Arguments
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import DecisionError
 from loopstate.engine.failure import RunFailure
 from loopstate.engine.marks import ForkedFrom, Mark
 from loopstate.engine.messages import Message
@@ -88,50 +87,6 @@ class CallRecord(Frozen):
     child_run_id: str | None = None
     """The run this call delegated to (a sub-agent used as a tool), once started: a resumed
     parent continues that child instead of starting a new one."""
-
-    def check_allowed(self, kind: str) -> None:
-        """Refuse (`DecisionError`) a decision kind this call's tool does not accept."""
-        if kind not in self.allowed:
-            raise DecisionError(
-                f"{self.tool} does not accept {kind!r} for call {self.call_id}; "
-                f"allowed: {', '.join(self.allowed)}"
-            )
-
-    def check_edit(self, arguments: Any) -> None:
-        """Refuse (`DecisionError`) edited arguments that do not fit the tool's schema."""
-        if not isinstance(arguments, dict):
-            raise DecisionError(
-                f"edit for call {self.call_id} ({self.tool}) refused: arguments must be a "
-                f"JSON object, not {type(arguments).__name__}"
-            )
-        if self.parameters is None:
-            return
-        import jsonschema
-
-        errors = sorted(
-            jsonschema.Draft202012Validator(self.parameters).iter_errors(arguments),
-            key=lambda e: list(e.absolute_path),
-        )
-        if errors:
-            shown = "; ".join(
-                f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors
-            )
-            raise DecisionError(f"edit for call {self.call_id} ({self.tool}) refused: {shown}")
-
-    def check_result(self, value: Any) -> None:
-        """Refuse (`DecisionError`) a supplied result that does not fit the declared type."""
-        if self.result_schema is None:
-            return
-        import jsonschema
-
-        error = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(self.result_schema).iter_errors(value)
-        )
-        if error is not None:
-            where = ".".join(map(str, error.absolute_path)) or "result"
-            raise DecisionError(
-                f"result for call {self.call_id} ({self.tool}) refused: {where}: {error.message}"
-            )
 
     @property
     def executed_arguments(self) -> dict[str, Any] | None:

@@ -159,7 +159,7 @@ def test_unknown_runs_and_calls_and_ended_runs_are_one_line_errors(sh: Shell) ->
     assert "no run 'ghost'" in sh.fails("approve", "ghost", "call_1_1")
     assert "no run 'ghost'" in sh.fails("abort", "ghost", "--reason", "x")
     assert "no run 'ghost'" in sh.fails("resume", "ghost", "--agent", "shop:agent")
-    assert "has no call call_9 (pending: call_1_1, call_1_2)" in sh.fails(
+    assert "has no call call_9 to decide (pending: call_1_1, call_1_2)" in sh.fails(
         "deny", "run-1", "call_9", "--reason", "x"
     )
     assert "--args is not valid JSON" in sh.fails("edit", "run-1", "call_1_1", "--args", "{")

@@ -14,6 +14,7 @@ import pytest
 from test_durable_runs import Harness
 
 from loopstate import Agent, ScriptedModel, tool
+from loopstate.engine import errors
 from loopstate.engine.models.scripted import call
 from loopstate.engine.stores.sqlite import SQLiteStore
 
@@ -120,7 +121,7 @@ def test_a_refused_decision_is_a_decision_error_and_the_stored_run_is_unchanged(
     copy_run(half_decided, h)
     before = stored_rows(h.db)
     refused = h.child("resume", "--two-charges", "--decide", json.dumps(decisions))
-    assert refused["error"] == "DecisionError"
+    assert issubclass(getattr(errors, refused["error"]), errors.DecisionError)  # typed
     assert message in str(refused["message"])
     assert stored_rows(h.db) == before
     assert h.log() == {"model 1": 1}

@@ -1,22 +1,19 @@
 """`POST /api/runs/{run_id}/calls/{call_id}/result`: the result of an external tool's call
 (`@tool(external=True)`, e.g. `ask_person`) supplied over HTTP — a person's answer from the
-inbox, a client-side tool run in a browser. Checked before it is recorded, so each refusal
-has its own status: 404 unknown call, 409 a call not awaiting a result, 422 a value that does
-not fit the tool's declared result type (field by field). `queue_decision` checks again under
-the lease; the run's next resume gives the value to the model."""
+inbox, a client-side tool run in a browser. Checked when it is recorded (`queue_decision` →
+`check_decision`, the one checker), each refusal with its class's status (`STATUS` in
+`loopstate.service.decisions`): 404 unknown call, 409 a call not awaiting a result or not an
+external tool's, 422 a value that does not fit the tool's declared result type (field by
+field). The run's next resume gives the value to the model."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import jsonschema
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
 from loopstate.engine.approval import Result
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
 from loopstate.engine.operations import queue_decision
-from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.store import ready
 from loopstate.service.api_runs import Answer, answer, load
 from loopstate.service.decisions import as_problem
@@ -28,30 +25,6 @@ from loopstate.service.service import Service
 class ResultBody(Body):
     value: JsonValue
     """Any JSON value (null included); it must fit the tool's declared result type."""
-
-
-def check_result(state: RunState, call_id: str, value: Any) -> CallRecord:
-    """The call that takes `value`, or the `Problem` saying why it cannot."""
-    call = next((c for c in state.calls if c.call_id == call_id), None)
-    if call is None:
-        raise Problem(404, f"run {state.run_id} has no call {call_id!r}")
-    if not call.external:
-        raise Problem(409, f"call {call_id} ({call.tool}) is not an external tool's call: "
-                      "decide it at .../decision")  # fmt: skip
-    if state.state != "awaiting_approval" or call not in state.batch:
-        raise Problem(409, f"run {state.run_id} is {state.status}, not awaiting a result")
-    if call.status != "awaiting" or any(q.call_id == call_id for q in state.inbox):
-        raise Problem(409, f"call {call_id} already has its result")
-    if call.result_schema is not None:
-        validator = jsonschema.Draft202012Validator(call.result_schema)
-        errors = [
-            {"field": ".".join(["value", *map(str, e.absolute_path)]), "message": e.message}
-            for e in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-        ]
-        if errors:
-            shown = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-            raise Problem(422, f"invalid result for {call.tool}: {shown}", errors=errors)
-    return call
 
 
 def routes(service: Service) -> APIRouter:
@@ -73,12 +46,11 @@ def routes(service: Service) -> APIRouter:
 
         async def record() -> Answer:
             async with service.run_lock(run_id):
-                call = check_result(await load(service, run_id), call_id, body.value)
-                result = Result(body.value, digest=call.digest)
+                await load(service, run_id)  # an unknown run: 404
                 try:
                     state = await queue_decision(
-                        service.store, run_id, call_id, result,
-                        actor=actor, clock=service.runner.clock,
+                        service.store, run_id, call_id, Result(body.value),
+                        actor=actor, clock=service.runner.clock, routed=False,
                     )  # fmt: skip
                 except (DecisionError, RunBusy, RunNotResumable) as exc:
                     raise as_problem(exc) from None

@@ -17,7 +17,7 @@ from loopstate.engine.errors import (
 from loopstate.engine.operations import abort_run, decided, queue_decision
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
-from loopstate.service.decisions import as_problem, check_decision, decision_of
+from loopstate.service.decisions import as_problem, decision_of
 from loopstate.service.inputs import Body as _Body
 from loopstate.service.inputs import JsonArguments, check_id, check_query
 from loopstate.service.paging import approvals_page, check_limit, runs_page
@@ -145,11 +145,11 @@ def routes(service: Service) -> APIRouter:
 
         async def record() -> Answer:
             async with service.run_lock(run_id):
-                state = check_decision(await load(service, run_id), call_id, body)
+                await load(service, run_id)  # an unknown run: 404
                 try:
                     state = await queue_decision(
-                        service.store, run_id, call_id, decision_of(body, state, call_id),
-                        actor=actor, clock=service.runner.clock,
+                        service.store, run_id, call_id, decision_of(body),
+                        actor=actor, clock=service.runner.clock, bound=True, routed=False,
                     )  # fmt: skip
                 except (DecisionError, RunBusy, RunNotResumable) as exc:
                     raise as_problem(exc) from None

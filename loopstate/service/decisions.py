@@ -1,79 +1,54 @@
-"""A decision over HTTP checked before it is recorded, so each refusal gets its own status:
-404 unknown call, 409 already decided / stale digest / run not waiting, 422 an edit that does
-not fit the tool's schema (field by field). `queue_decision` checks again under the lease."""
+"""A decision over HTTP: the body read into a `Decision`, checked when it is recorded
+(`queue_decision` → `check_decision`, the one checker, requiring the digest the person was
+shown), and each refusal answered with the one status its class has (`STATUS`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
 from loopstate.engine.approval import Decision, as_decision
-from loopstate.engine.errors import DecisionError, LoopstateError, RunBusy, RunNotResumable
-from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.errors import (
+    AlreadyDecided,
+    DecisionError,
+    InvalidDecision,
+    LoopstateError,
+    NotADecision,
+    NotAllowed,
+    NotAwaiting,
+    RunBusy,
+    RunNotResumable,
+    StaleDigest,
+    UnknownCall,
+)
 from loopstate.service.problems import Problem
 
 if TYPE_CHECKING:
     from loopstate.service.api_runs import DecisionBody
 
+STATUS: dict[type[LoopstateError], int] = {
+    UnknownCall: 404,
+    NotAwaiting: 409,
+    AlreadyDecided: 409,
+    StaleDigest: 409,
+    NotAllowed: 409,
+    NotADecision: 422,
+    InvalidDecision: 422,
+    DecisionError: 409,
+    RunBusy: 409,
+    RunNotResumable: 409,
+}
+"""The HTTP status of each refusal, by its class (the most specific class listed wins)."""
 
-def check_decision(state: RunState, call_id: str, body: DecisionBody) -> RunState:
-    call = next((c for c in state.calls if c.call_id == call_id), None)
-    if call is None:
-        raise Problem(404, f"run {state.run_id} has no call {call_id!r}")
-    if state.state != "awaiting_approval":
-        raise Problem(409, f"run {state.run_id} is {state.status}, not awaiting approval")
-    if (
-        call not in state.batch
-        or call.status != "awaiting"
-        or any(q.call_id == call_id for q in state.inbox)
-    ):
-        raise Problem(409, f"call {call_id} is already decided")
-    if body.decision != "abort" and body.digest is None:
-        raise Problem(422, "digest is required: the digest of the arguments you were shown",
-                      errors=[{"field": "digest", "message": "required"}])  # fmt: skip
-    if body.digest is not None and body.digest != call.digest:
-        raise Problem(409, f"stale digest: the arguments of call {call_id} changed since shown")
-    if body.decision == "edit":
-        check_edit(call, body.arguments)
+
+def decision_of(body: DecisionBody) -> Decision:
+    """The decision `body` asks for, made by the one parser of decisions (`as_decision`);
+    fields the decision's kind does not take are a 422 naming them."""
     if body.message is not None and body.decision != "deny":
         raise Problem(422, "only a denial takes a message for the model",
                       errors=[{"field": "message", "message": "deny only"}])  # fmt: skip
     if body.remember is not False and body.decision not in ("approve", "deny"):
         raise Problem(422, "only an approval or a denial can be remembered",
                       errors=[{"field": "remember", "message": "approve/deny only"}])  # fmt: skip
-    return state
-
-
-def check_edit(call: CallRecord, arguments: dict[str, Any] | None) -> None:
-    if arguments is None:
-        raise Problem(422, "an edit needs arguments",
-                      errors=[{"field": "arguments", "message": "required"}])  # fmt: skip
-    if call.parameters is None:
-        return
-    validator = jsonschema.Draft202012Validator(call.parameters)
-    errors = [
-        {"field": ".".join(map(str, e.absolute_path)) or _missing(e), "message": e.message}
-        for e in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    ]
-    if errors:
-        shown = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        raise Problem(422, f"invalid edit: {shown}", errors=errors)
-
-
-def _missing(error: jsonschema.ValidationError) -> str:
-    """A missing property is reported on the object: name the property itself."""
-    if error.validator == "required" and isinstance(error.instance, dict):
-        wanted = error.validator_value
-        absent = [k for k in wanted if k not in error.instance] if isinstance(wanted, list) else []
-        if absent:
-            return str(absent[0])
-    return "arguments"
-
-
-def decision_of(body: DecisionBody, state: RunState, call_id: str) -> Decision:
-    """The decision `body` asks for, made by the one parser of decisions (`as_decision`);
-    a remembered rule that selects nothing is a 422 naming `remember`."""
     form: dict[str, Any] = {"kind": body.decision, "digest": body.digest}
     match body.decision:
         case "approve":
@@ -104,10 +79,12 @@ def _remembered(body: DecisionBody) -> bool | dict[str, Any]:
 
 
 def as_problem(exc: LoopstateError) -> Problem:
-    """What `queue_decision` or `abort_run` refused, as the client hears it."""
+    """What `queue_decision`, `queue_message` or `abort_run` refused, as the client hears it:
+    the status of its class (`STATUS`), the fields at fault for a `DecisionError`."""
     line = (str(exc).splitlines() or [type(exc).__name__])[0]
+    status = next((STATUS[c] for c in type(exc).__mro__ if c in STATUS), 409)
     if isinstance(exc, RunBusy):
-        return Problem(409, f"run busy: {line}")
-    if isinstance(exc, RunNotResumable | DecisionError):
-        return Problem(409, line)
-    return Problem(409, line)
+        line = f"run busy: {line}"
+    fields = exc.errors if isinstance(exc, DecisionError) else ()
+    errors = [{"field": f.field, "message": f.message} for f in fields]
+    return Problem(status, line, **({"errors": errors} if errors else {}))

@@ -19,6 +19,7 @@ from temporalio import workflow
 
 from loopstate.engine.approval import ApprovalRequest, as_decision
 from loopstate.engine.core import Cause, Ending, RunCore, RunPorts
+from loopstate.engine.decision_check import check_decision
 from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
 from loopstate.engine.events import DecisionRefused, Event, RunResumed, RunStarted
 from loopstate.engine.logs import get_logger
@@ -224,26 +225,13 @@ class AgentWorkflow:
             )
 
     def _check(self, request: DecideRequest) -> CallRecord:
-        """What a local run enforces: a pending call, not yet decided, for these arguments,
-        with an edit that fits the tool; `DecisionError` says which check failed."""
-        state, decision = self.core.state, as_decision(request.decision)
-        if self.loop.ended():
-            raise RunNotResumable(f"run {state.run_id} has ended ({state.state})")
-        call = next((c for c in state.batch if c.call_id == request.call_id), None)
-        if call is None:
-            pending = ", ".join(self.core.pending_ids()) or "none"
-            raise DecisionError(
-                f"run {state.run_id} has no call {request.call_id} to decide (pending: {pending})"
-            )
-        queued = {q.call_id for q in (*state.inbox, *self.arrived)}
-        if call.call_id in queued:
-            raise DecisionError(
-                f"call {call.call_id} ({call.tool}) is already decided; a decision is used once"
-            )
-        decided: CallRecord = self.loop.executor.decide(
-            call, decision, actor=request.actor, at=workflow_clock()
-        )
-        return decided
+        """The one checker a local run uses (`check_decision`), counting the decisions that
+        arrived and wait for the next step boundary as queued."""
+        arrived = {q.call_id for q in self.arrived}
+        state, tools = self.core.state, self.loop.config.tools
+        return check_decision(
+            state, request.call_id, request.decision, tools=tools, queued=arrived
+        ).call
 
     def _queued(self, request: DecideRequest) -> QueuedDecision:
         decision = as_decision(request.decision)

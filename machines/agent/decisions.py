@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.approval import Approve, Deny, as_decisions
 from loopstate.engine.core import Cause
+from loopstate.engine.decision_check import check_decision
 from loopstate.engine.errors import DecisionError
 from loopstate.engine.events import ApprovalRequested, DecisionRefused, ToolApproval
 from loopstate.engine.rule import Rule
@@ -75,19 +76,13 @@ class Decisions:
         """Apply decisions (by call id) to the current batch, all or none: `DecisionError`
         changes nothing. An `Abort` ends the run."""
         loop = self.loop
-        parsed = as_decisions(decisions)
-        batch = {c.call_id: c for c in loop.state.batch}
-        unknown = sorted(set(parsed) - set(batch))
-        if unknown:
-            pending = ", ".join(loop.core.pending_ids()) or "none"
-            raise DecisionError(
-                f"run {loop.state.run_id} has no call {', '.join(unknown)} to decide "
-                f"(pending: {pending})"
-            )
+        state, tools = loop.state, loop.config.tools
+        checked = [
+            check_decision(state, cid, d, tools=tools) for cid, d in as_decisions(decisions).items()
+        ]
         now = loop.config.options.clock()
         decided = [
-            loop.executor.decide(batch[cid], d, actor=_actor(actor, d.by), at=now)
-            for cid, d in parsed.items()
+            loop.executor.decide(call, d, actor=_actor(actor, d.by), at=now) for call, d in checked
         ]
         for record in decided:
             loop.state = loop.state.replace_call(record)

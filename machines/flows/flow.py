@@ -18,7 +18,7 @@ from loopstate.engine.approval import (
 )
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore, RunPorts
-from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
+from loopstate.engine.errors import DefinitionError, RunNotResumable, UnknownCall
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks, announce_start
@@ -261,7 +261,7 @@ async def _route(
     """Record decisions given to the flow for its agent phase's calls on the runs they wait in."""
     own, routed = await route_decisions(store, state, decisions)
     if own:
-        raise DecisionError(
+        raise UnknownCall(
             f"run {state.run_id} has no pending call {', '.join(own)} (its phase "
             f"{state.phase!r} runs an agent: see the result's pending)"
         )
