@@ -23,13 +23,14 @@ from loopstate.engine.decision_check import check_decision
 from loopstate.engine.errors import DecisionError, DefinitionError, RunNotResumable
 from loopstate.engine.events import DecisionRefused, Event, RunResumed, RunStarted
 from loopstate.engine.logs import get_logger
-from loopstate.engine.messages import Message, SystemMessage, UserMessage
 from loopstate.engine.models.retry import RetryingModel
 from loopstate.engine.models.retry import RetryPolicy as ModelRetry
 from loopstate.engine.options import RunOptions
+from loopstate.engine.protocol import opening_state
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, QueuedDecision, RunState
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
+from loopstate.machines.agent.resuming import opening_messages
 from loopstate.machines.agent.steps import LoopSteps
 from loopstate.temporal.catalog import served
 from loopstate.temporal.data import WORKFLOW, AbortRequest, DecideRequest, RetryRequest, StartRun
@@ -256,15 +257,13 @@ class AgentWorkflow:
 
 
 def _opening(instructions: str | None, prompt: str) -> RunState:
-    now = workflow_clock()
-    system: tuple[Message, ...] = (SystemMessage(content=instructions),) if instructions else ()
-    return RunState(
+    """The run's opening state, as a local agent run opens it."""
+    return opening_state(
         run_id=workflow.info().workflow_id,
         machine="agent",
         machine_version=AgentLoop.machine_version,
-        messages=(*system, UserMessage(content=prompt)),
-        created_at=now,
-        updated_at=now,
+        messages=opening_messages(instructions, prompt),
+        now=workflow_clock(),
     )
 
 

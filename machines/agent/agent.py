@@ -9,44 +9,31 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loopstate.engine.approval import (
-    ApprovalRequest,
-    Approver,
-    Decision,
-    SyncApprover,
-    as_result,
-)
+from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
-from loopstate.engine.core import Cause, RunCore, RunPorts
-from loopstate.engine.errors import DefinitionError, RunNotResumable
-from loopstate.engine.events import RunResumed, RunStarted
+from loopstate.engine.core import RunCore
+from loopstate.engine.errors import DefinitionError
 from loopstate.engine.executor import DenialFormatter
-from loopstate.engine.hooks import Hooks, announce_start
-from loopstate.engine.messages import Message, SystemMessage, UserMessage
+from loopstate.engine.hooks import Hooks
+from loopstate.engine.messages import Message
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
-from loopstate.engine.operations import (
-    abort_run,
-    forget_decision,
-    queue_routed,
-    route_decisions,
-)
-from loopstate.engine.options import RunOptions, StopCondition, hook_chain
-from loopstate.engine.outside import outside, outside_text
+from loopstate.engine.operations import abort_run, forget_decision
+from loopstate.engine.options import RunOptions, StopCondition
+from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.result import RunResult
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import ParentLink, RunState
-from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.store import DEFAULT_LEASE_S, Store
 from loopstate.engine.sync import blocking, refuse_in_loop
 from loopstate.engine.tool import Tool, Toolset
 from loopstate.engine.tree import UsageReport, delegated, pending_tree, run_tree, usage_report
 from loopstate.machines.agent import forking
-from loopstate.machines.agent.conversation import check_message, turn_start, user_turn, with_message
+from loopstate.machines.agent.conversation import turn_start
 from loopstate.machines.agent.delegation import agent_tool
-from loopstate.machines.agent.fit import check_instructions, check_schemas, check_tools
-from loopstate.machines.agent.given import take_given_calls
 from loopstate.machines.agent.loop import AgentLoop
-from loopstate.machines.agent.steps import HistoryView, LoopConfig, LoopSteps
+from loopstate.machines.agent.resuming import AgentKind, opening_messages
+from loopstate.machines.agent.steps import HistoryView, LoopConfig
 from loopstate.machines.agent.toolsets import open_toolsets
 from loopstate.tools.registry import ToolRegistry
 
@@ -119,6 +106,8 @@ class Agent:
             view=view,
             deps=deps,
         )
+        kind = AgentKind(instructions, self._turn, self._toolsets_open)
+        self._protocol = RunProtocol(self.options, kind)
 
     def clone(self, **changes: Any) -> Agent:
         """A new agent with the same configuration but for `changes` (any `__init__`
@@ -153,7 +142,7 @@ class Agent:
     async def resume_child(self, run_id: str) -> RunResult:
         """Continue the child run `run_id` for its parent (see `as_tool`): only its parent's
         run resumes a sub-agent's run, so that its gates and approver are the parent's."""
-        return await self._resume(run_id, None, None, "parent", None, None, as_child=True)
+        return await self._resume(run_id, Given(actor="parent", as_child=True))
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
         """What waits for a decision in the stored run `run_id` and every run it delegated to
@@ -181,7 +170,8 @@ class Agent:
         actor: str = "resume",
     ) -> RunStream[RunResult]:
         """`resume`, streamed (decisions, a message, or both), as `stream` is `run`."""
-        return RunStream(lambda feed: self._resume(run_id, decisions, message, actor, None, feed))
+        given = Given(decisions=decisions, message=message, actor=actor)
+        return RunStream(lambda feed: self._resume(run_id, given, feed=feed))
 
     async def _run(
         self,
@@ -190,28 +180,17 @@ class Agent:
         feed: Hooks | None,
         parent: ParentLink | None = None,
     ) -> RunResult:
-        options = self.options
-        owner, now = lease_owner(), self.clock()
-        state = RunState(
+        state = opening_state(
             run_id=run_id or self.ids(),
             machine="agent",
             machine_version=AgentLoop.machine_version,
-            messages=self._opening(prompt),
-            created_at=now,
-            updated_at=now,
+            messages=opening_messages(self.instructions, prompt),
+            now=self.clock(),
             parent=parent,
         )
-        async with self._toolsets_open():
-            await self.store.create(state, owner=owner, now=now, ttl=options.lease_s)
-            core = self._core(state, owner, feed)
-            async with core.holding():
-                started = RunStarted(**core.at(), machine=state.machine, model=self.model.name)
-                await core.emit(started)
-                core.state = await announce_start(options.hooks, core.state)
-                loop = LoopSteps(core, self._loop)
-                await take_given_calls(loop)
-                await core.drive(loop)
-        return await self._result(core)
+        return await self._result(
+            await self._protocol.start(state, model=self.model.name, feed=feed)
+        )
 
     def _toolsets_open(self) -> AbstractAsyncContextManager[None]:
         """The toolsets' sessions for one run; their tools listed into this agent's once."""
@@ -267,56 +246,18 @@ class Agent:
         `drain` is set the run stops after its current step, still `running` (a worker that
         is shutting down sets it). A run stopped in `model_failed` calls the model again.
         `results` (by call id) are the values of external tools' calls (`Result`)."""
-        if results:
-            decisions = {**(decisions or {}), **{c: as_result(v) for c, v in results.items()}}
-        return await self._resume(run_id, decisions, message, actor, owner, None, drain)
+        given = Given.of(decisions, results, message, actor)
+        return await self._resume(run_id, given, owner=owner, drain=drain)
 
     async def _resume(
         self,
         run_id: str,
-        decisions: Mapping[str, Decision] | None,
-        message: str | None,
-        actor: str,
-        owner: str | None,
-        feed: Hooks | None,
+        given: Given,
+        owner: str | None = None,
+        feed: Hooks | None = None,
         drain: asyncio.Event | None = None,
-        *,
-        as_child: bool = False,
     ) -> RunResult:
-        owner = owner or lease_owner()
-        state = await self.store.acquire(
-            run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
-        )
-        state = state.evolve(child_ready=False)  # this resume continues the waiting child
-        core = self._core(state, owner, feed)
-        async with core.holding(), self._toolsets_open():
-            if message is None and state.state == AgentLoop.done.id and state.queued_message:
-                # a message queued on the stored run (`queue_message`): this resume takes it
-                message, state = state.queued_message, state.evolve(queued_message=None)
-                core.state = state
-            _check_resumable(state, decisions, message, as_child=as_child)
-            check_tools(state, self._loop.tools)
-            check_schemas(state, self._loop.tools)
-            check_instructions(state, self.instructions)
-            loop = LoopSteps(core, self._turn(state))
-            recovered: tuple[str, ...] = ()
-            if message is not None and state.state == AgentLoop.done.id:
-                who = "user" if actor == "resume" else actor
-                loop.send(Cause("the user wrote", who), loop.machine.user_message)
-                core.state = user_turn(core.state, message)
-                loop.config = self._turn(core.state)
-                await core.save()
-            else:
-                if message is not None:
-                    core.state = with_message(core.state, message)
-                decisions, routed = await route_decisions(self.store, state, decisions)
-                recovered = await loop.decisions.prepare(decisions, actor)
-                await queue_routed(self.store, routed, actor=actor, clock=self.clock)
-                if state.state == AgentLoop.model_failed.id:
-                    await loop.retry(actor=actor)
-            await core.emit(RunResumed(**core.at(), state=state.state, recovered=recovered))
-            core.state = await announce_start(self.options.hooks, core.state)
-            await core.drive(loop, drain=drain)
+        core = await self._protocol.resume(run_id, given, owner=owner, feed=feed, drain=drain)
         return await self._result(core)
 
     fork = forking.fork
@@ -354,51 +295,6 @@ class Agent:
         """The loop's configuration for the run's current turn: its step budget counts from
         the turn's first model call."""
         return replace(self._loop, max_steps=turn_start(state) + self._loop.max_steps)
-
-    def _core(self, state: RunState, owner: str, feed: Hooks | None = None) -> RunCore:
-        o = self.options
-        hooks = o.hooks if feed is None else hook_chain([*(o.hooks.hooks if o.hooks else ()), feed])
-        ports = RunPorts(
-            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=hooks, log=o.log
-        )
-        return RunCore(state, ports)
-
-    def _opening(self, prompt: str | Sequence[Message]) -> tuple[Message, ...]:
-        system: tuple[Message, ...] = (
-            (SystemMessage(content=self.instructions),) if self.instructions else ()
-        )
-        if isinstance(prompt, str):
-            return (*system, UserMessage(content=outside_text(prompt)))
-        return (*system, *outside(tuple(prompt)))
-
-
-def _check_resumable(
-    state: RunState,
-    decisions: Mapping[str, Decision] | None,
-    message: str | None,
-    *,
-    as_child: bool = False,
-) -> None:
-    run_id = state.run_id
-    parent = state.parent
-    if parent is not None and not as_child:
-        raise RunNotResumable(
-            f"run {run_id} is sub-agent {parent.name!r} of run {parent.run_id}: resume that "
-            "run (decisions for this run's calls given to it are routed here)"
-        )
-    if state.flow is not None:
-        raise RunNotResumable(f"run {run_id} is a flow's run; resume it with its Flow")
-    if state.state in (AgentLoop.failed.id, AgentLoop.aborted.id):
-        raise RunNotResumable(f"run {run_id} has ended ({state.state}); nothing to resume")
-    if decisions and state.state == AgentLoop.done.id:
-        raise RunNotResumable(
-            f"run {run_id} has ended (done): no call awaits a decision; a message continues it"
-        )
-    if decisions and state.state != AgentLoop.awaiting_approval.id:
-        raise RunNotResumable(
-            f"run {run_id} is {state.state}, not awaiting approval: decisions cannot apply"
-        )
-    check_message(state, message, decided=bool(decisions) or bool(state.inbox))
 
 
 def as_model(model: str | Model, retry: RetryPolicy | None = None) -> Model:

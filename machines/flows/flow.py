@@ -4,30 +4,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from statemachine import StateChart
 
-from loopstate.engine.approval import (
-    ApprovalRequest,
-    Approver,
-    Decision,
-    SyncApprover,
-    as_result,
-)
+from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
-from loopstate.engine.core import RunCore, RunPorts
+from loopstate.engine.core import RunCore
 from loopstate.engine.errors import DefinitionError, RunNotResumable, UnknownCall
-from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.fork import fork_run
-from loopstate.engine.hooks import Hooks, announce_start
+from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
 from loopstate.engine.operations import abort_run, queue_routed, route_decisions
 from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import outside, outside_text
+from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
 from loopstate.engine.tree import (
@@ -40,6 +35,7 @@ from loopstate.engine.tree import (
 from loopstate.machines.agent.agent import as_model
 from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
+from loopstate.machines.agent.resuming import resume_loop
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
@@ -105,6 +101,7 @@ class Flow:
         self.clock = clock
         self.ids = ids
         self._config = FlowConfig(machine=machine, phases=self.phases, options=self.options)
+        self._protocol = RunProtocol(self.options, _FlowKind(self))
 
     def clone(self, **changes: Any) -> Flow:
         """A new flow with the same configuration but for `changes` (any `__init__` argument),
@@ -119,10 +116,9 @@ class Flow:
         self, message: str, *, data: FlowData | None = None, run_id: str | None = None
     ) -> FlowResult:
         """Start a run with the user's first message (and any data known up front)."""
-        owner, now = lease_owner(), self.clock()
         first = self.phases[self.initial].spec
         start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
-        state = RunState(
+        state = opening_state(
             run_id=run_id or self.ids(),
             machine=self.name,
             machine_version=getattr(self.machine, "machine_version", 1),
@@ -130,17 +126,9 @@ class Flow:
             flow=FlowPosition(
                 phase=self.initial, data=first.on_enter(start) if first.on_enter else start
             ),
-            created_at=now,
-            updated_at=now,
+            now=self.clock(),
         )
-        await self.store.create(state, owner=owner, now=now, ttl=self.options.lease_s)
-        core = self._core(state, owner)
-        steps = FlowSteps(core, self._config)
-        async with core.holding():
-            await core.emit(RunStarted(**core.at(), machine=self.name, model=self._model_names()))
-            core.state = await announce_start(self.options.hooks, core.state)
-            await core.drive(steps)
-        return await self._result(core)
+        return await self._result(await self._protocol.start(state, model=self._model_names()))
 
     async def resume(
         self,
@@ -157,37 +145,8 @@ class Flow:
         when it waits for input, with `decisions` (by call id) when it waits for approval,
         with `results` (by call id) for its external tools' calls (`Result`). `owner` is the
         lease owner to resume under (a worker that claimed the run)."""
-        if results:
-            decisions = {**(decisions or {}), **{c: as_result(v) for c, v in results.items()}}
-        owner = owner or lease_owner()
-        state = await self.store.acquire(
-            run_id, owner=owner, now=self.clock(), ttl=self.options.lease_s
-        )
-        state = state.evolve(child_ready=False)  # this resume continues the waiting child
-        core = self._core(state, owner)
-        async with core.holding():
-            if message is None and state.status == "awaiting_input" and state.queued_message:
-                # a message queued on the stored run (`queue_message`): this resume takes it
-                message, state = state.queued_message, state.evolve(queued_message=None)
-                core.state = state
-            _check_resumable(state, self.name, message=message, decisions=decisions)
-            if state.phase in self.phases:
-                who = f"phase {state.phase} of flow {self.name}"
-                check_tools(state, self.phases[state.phase].tools, who=who)
-            steps = FlowSteps(core, self._config)
-            recovered: tuple[str, ...] = ()
-            if message is not None:
-                steps.user_replied(message, actor="user" if actor == "resume" else actor)
-            elif self.phases[state.phase or ""].agent is not None:
-                await _route(self.store, state, decisions, actor, self.clock)
-            elif state.state in _LOOP_STATES:
-                recovered = await steps.loop.decisions.prepare(decisions, actor)
-                if state.state == AgentLoop.model_failed.id:
-                    await steps.loop.retry(actor=actor)
-            phase = f"{state.phase}:{state.state}"
-            await core.emit(RunResumed(**core.at(), state=phase, recovered=recovered))
-            core.state = await announce_start(self.options.hooks, core.state)
-            await core.drive(steps, drain=drain)
+        given = Given.of(decisions, results, message, actor)
+        core = await self._protocol.resume(run_id, given, owner=owner, drain=drain)
         return await self._result(core)
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
@@ -239,16 +198,49 @@ class Flow:
             result = result.model_copy(update={"pending": tuple(pending)})
         return result
 
-    def _core(self, state: RunState, owner: str) -> RunCore:
-        o = self.options
-        ports = RunPorts(
-            store=o.store, clock=o.clock, owner=owner, lease_s=o.lease_s, hooks=o.hooks, log=o.log
-        )
-        return RunCore(state, ports)
-
     def _model_names(self) -> str:
         names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)
         return ",".join(names)
+
+
+class _FlowKind:
+    """A flow run, as `RunProtocol` starts and resumes it."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+
+    def stepper(self, core: RunCore) -> FlowSteps:
+        return FlowSteps(core, self.flow._config)
+
+    def check(self, state: RunState, given: Given) -> None:
+        flow = self.flow
+        _check_resumable(state, flow.name, message=given.message, decisions=given.decisions)
+        if state.phase in flow.phases:
+            who = f"phase {state.phase} of flow {flow.name}"
+            check_tools(state, flow.phases[state.phase].tools, who=who)
+
+    async def route(self, steps: FlowSteps, given: Given) -> tuple[str, ...]:
+        """The user's message to a phase that waits for it; decisions for an agent phase's
+        calls to the runs they wait in; else the phase's loop resumes as an agent's does."""
+        state, flow = steps.state, self.flow
+        if given.message is not None:
+            steps.user_replied(
+                given.message, actor="user" if given.actor == "resume" else given.actor
+            )
+        elif flow.phases[state.phase or ""].agent is not None:
+            await _route(flow.store, state, given.decisions, given.actor, flow.clock)
+        elif state.state in _LOOP_STATES:
+            return await resume_loop(steps.loop, given)
+        return ()
+
+    def position(self, state: RunState) -> str:
+        return f"{state.phase}:{state.state}"
+
+    def session(self) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+    async def begin(self, steps: FlowSteps) -> None:
+        return None
 
 
 async def _route(
