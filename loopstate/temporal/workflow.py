@@ -69,8 +69,8 @@ class Boundaries:
             return True
         if flow.arrived:
             queued, flow.arrived = flow.arrived, []
-            loop.state = loop.state.evolve(inbox=(*loop.state.inbox, *queued))
-            await loop.decisions.apply_queued()
+            state = loop.state.evolve(inbox=(*loop.state.inbox, *queued))
+            await loop.commit(loop.decisions.queued(state))
             if loop.ended():
                 return True
         if flow.pause_due():

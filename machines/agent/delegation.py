@@ -200,18 +200,20 @@ class Delegations:
             observer=child_observer(hooks, run_id),
         )
 
+    def named(self, record: CallRecord) -> CallRecord:
+        """The call with the id of its child run (derived from the run's and the call's): the
+        loop saves it before the child starts."""
+        return record.evolve(child_run_id=child_run_id(self.loop.state.run_id, record.call_id))
+
     async def run(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
-        """Run (or continue) the call's child run; the parent records the child's id first."""
+        """Run (or continue) the call's child run (`named` and saved first); returns the
+        call as the child stands."""
         loop = self.loop
         tool = self.tool(record.tool)
         assert tool is not None
         agent = tool.agent if tool.replayed is None else tool.replayed(record.call_id)
         assert agent is not None
-        if record.child_run_id is None:
-            record = record.evolve(child_run_id=child_run_id(loop.state.run_id, record.call_id))
-            loop.state = loop.state.replace_call(record)
-            await loop.core.save()
-        assert record.child_run_id is not None
+        assert record.child_run_id is not None, "the loop names a child run before it starts"
         arguments = record.executed_arguments or {}
         parent = ParentLink(run_id=loop.state.run_id, call_id=record.call_id, name=tool.name)
         outcome = await run_child(
@@ -225,14 +227,12 @@ class Delegations:
             self.aborted = outcome.abort_cause(tool.name)
         return with_outcome(record, outcome, tool)
 
-    async def resume_waiting(self) -> None:
-        """Continue every child run the batch waits for; record those that have finished."""
+    async def resumed(self) -> list[CallRecord]:
+        """The batch's calls that wait for their child runs, once each child is continued
+        (done, failed, aborted, or still waiting)."""
         loop = self.loop
-        for record in loop.state.batch:
-            if record.status != "awaiting" or record.child_run_id is None:
-                continue
-            finished = await self.run(record, loop.context(record.call_id, record.tool))
-            loop.state = loop.state.replace_call(finished)
+        waiting = [r for r in loop.state.batch if r.status == "awaiting" and r.child_run_id]
+        return [await self.run(r, loop.context(r.call_id, r.tool)) for r in waiting]
 
     def direct_output(self) -> str | None:
         """The output of the batch's first sub-agent call that ends the run (direct return)."""

@@ -36,7 +36,7 @@ async def take_given_calls(loop: LoopSteps) -> None:
     loop.state = loop.state.evolve(calls=(*state.calls, *records), batch_start=len(state.calls))
     for record in records:
         if record.decided_by == "auto_approve":
-            await loop.decisions.announce(record, "auto")
+            await loop.announce(record, "auto")
     gated = sum(r.status == "awaiting" for r in records)
     cause = Cause("the given history ends with calls that have no results", "user")
     loop.send(cause, loop.machine.replied, calls=len(records), gated=gated)

@@ -90,7 +90,7 @@ async def resume_loop(loop: LoopSteps, given: Given) -> tuple[str, ...]:
     the recovered call ids."""
     options, state = loop.config.options, loop.state
     decisions, routed = await route_decisions(options.store, state, given.decisions)
-    recovered = await loop.decisions.prepare(decisions, given.actor)
+    recovered = await loop.prepare(decisions, given.actor)
     await queue_routed(options.store, routed, actor=given.actor, clock=options.clock)
     if state.state == AgentLoop.model_failed.id:
         await loop.retry(actor=given.actor)

@@ -19,23 +19,30 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
-from loopstate.engine.callids import with_run_ids
+from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.core import Cause, Ending, OnCore, RunCore
 from loopstate.engine.errors import ModelError
-from loopstate.engine.events import ModelRequested, ModelResponded, ToolFinished, ToolStarted
+from loopstate.engine.events import (
+    ApprovalRequested,
+    DecisionRefused,
+    ModelResponded,
+    ToolApproval,
+    ToolFinished,
+    ToolStarted,
+)
 from loopstate.engine.executor import Executor, result_message
 from loopstate.engine.failure import failure_of
 from loopstate.engine.messages import Message
-from loopstate.engine.model import Model, ModelRequest, ToolChoice
+from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
-from loopstate.engine.sanitize import storable, storable_text
+from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
-from loopstate.engine.streaming import DeltaRelay, StreamingModel
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.conversation import queued_message
-from loopstate.machines.agent.decisions import Decisions
+from loopstate.machines.agent.decisions import Decided, Decisions, Refusal
 from loopstate.machines.agent.delegation import Delegations
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
+from loopstate.machines.agent.model_call import ModelCall
 
 P = ParamSpec("P")
 HistoryView = Callable[[tuple[Message, ...]], tuple[Message, ...]]
@@ -80,16 +87,14 @@ class LoopSteps(OnCore):
             auto_approve=config.options.auto_approve,
             denial_message=config.options.denial_message,
         )
-        self.decisions = Decisions(self)
+        self.decisions = Decisions(self.executor, config.tools, config.options.clock)
         self.delegations = Delegations(self)
-        self._definitions = tuple(t.definition for t in config.tools.values())
-        self._tool_names = tuple(d.name for d in self._definitions)  # shared by its events
+        self.model_call = ModelCall(core, config.model, config.tools.values())
         self._unsaved_results = 0
-        self._used_ids: set[str] | None = None
         self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
             AgentLoop.idle.id: self._start,
             AgentLoop.thinking.id: self._think,
-            AgentLoop.awaiting_approval.id: self.decisions.wait,
+            AgentLoop.awaiting_approval.id: self._await,
             AgentLoop.executing_tool.id: self._execute,
         }
 
@@ -122,9 +127,10 @@ class LoopSteps(OnCore):
         return True
 
     async def _think(self) -> bool:
-        request = self._request()
+        config = self.config
+        request = self.model_call.request(self.state, config.view, config.tool_choice)
         try:
-            response = await self._call_model(request)
+            response = await self.model_call.call(request)
         except ModelError as exc:
             if not exc.retryable:
                 raise  # the error policy ends the run in `failed`
@@ -155,7 +161,7 @@ class LoopSteps(OnCore):
         )
         for record in records:
             if record.decided_by == "auto_approve":
-                await self.decisions.announce(record, "auto")
+                await self.announce(record, "auto")
         gated = sum(r.status == "awaiting" for r in records)
         self.send(None, self.machine.replied, calls=len(records), gated=gated)
         self.mark_running()
@@ -177,45 +183,105 @@ class LoopSteps(OnCore):
         self.send(Cause("retry after a model error", actor), self.machine.retry)
         await self.core.save()
 
-    def _request(self) -> ModelRequest:
-        state, view = self.state, self.config.view
-        # model_construct: the history is already-validated data; re-validating it every step
-        # would make a step cost grow with the history.
-        return ModelRequest.model_construct(
-            messages=state.messages if view is None else view(state.messages),
-            tools=self._definitions,
-            tool_choice=self.config.tool_choice,
-            step=state.steps + 1,
-        )
+    async def _await(self) -> bool:
+        """Continue the child runs the batch waits for; decide what standing decisions cover;
+        announce the calls that wait; ask the approver, if any; move on once every call is
+        decided, or wait (False) for decisions from outside."""
+        for finished in await self.delegations.resumed():
+            self.state = self.state.replace_call(finished)
+        if self.delegations.aborted is not None:  # a person aborted a sub-agent: the tree ends
+            await self.core.end(self, "abort", self.delegations.aborted)
+            return True
+        if remembered := self.decisions.remembered(self.state):
+            await self.decide(remembered, actor="remembered")
+        # a call that waits for its sub-agent is announced in the sub-agent's run
+        requests = [c.request() for c in self._waiting() if c.child_run_id is None]
+        await self._announce_requests(requests)
+        asked = [r for r in requests if not r.external]  # a result comes from outside
+        approver = self.config.options.approver
+        if asked and approver is not None:
+            await self.decide(await approver(asked), actor="approver")
+            if self.ended():
+                return True
+        if self._waiting():
+            await self.core.save()
+            return False
+        actors = ",".join(sorted({c.decided_by for c in self.state.batch if c.decided_by}))
+        self.send(Cause(actor=actors or None), self.machine.decided)
+        self.mark_running()
+        await self.core.save()
+        return True
 
-    async def _call_model(self, request: ModelRequest) -> Any:
-        model, hooks = self.config.model, self.core.hooks
-        await self.core.emit(
-            ModelRequested.trusted(
-                **self.core.at(step=request.step),
-                model=model.name,
-                messages=len(request.messages),
-                tools=self._tool_names,
+    def _waiting(self) -> list[CallRecord]:
+        return [c for c in self.state.batch if c.status == "awaiting"]
+
+    async def _announce_requests(self, requests: list[ApprovalRequest]) -> None:
+        """Announced with their complete arguments whoever decides: an approver now, or
+        someone after the run has suspended (a streamed run's reader sees what waits)."""
+        core = self.core
+        for r in requests:
+            await core.emit(
+                ApprovalRequested(
+                    **core.at(), call_id=r.call_id, tool=r.tool, arguments=r.arguments,
+                    reason=r.reason,
+                )
+            )  # fmt: skip
+        if requests and core.hooks is not None:
+            await core.hooks.on_approval_requested(requests)
+
+    # -- decisions: computed by `Decisions`, committed here ---------------------------------
+
+    async def decide(self, decisions: object, *, actor: str) -> None:
+        """Apply decisions (by call id) to the batch, all or none: `DecisionError` changes
+        nothing. An `Abort` ends the run."""
+        await self.commit(self.decisions.apply(self.state, decisions, actor=actor))
+
+    async def prepare(self, decisions: Mapping[str, Any] | None, actor: str) -> tuple[str, ...]:
+        """Before a resumed loop is driven: recover, queued decisions, given decisions.
+        Returns the recovered call ids."""
+        ask_again = self.config.options.ask_again_after_crash
+        self.state, recovered = self.decisions.recovered(self.state, ask_again=ask_again)
+        if self.state.state == AgentLoop.executing_tool.id and self._waiting():
+            cause = Cause("interrupted calls need a new decision", "system")
+            self.send(cause, self.machine.reapprove)
+        await self.commit(self.decisions.queued(self.state))
+        if decisions and not self.ended():
+            await self.decide(decisions, actor=actor)
+        return recovered
+
+    async def commit(self, decided: Decided) -> None:
+        """Take the run `Decisions` computed; announce each decided call and each refused
+        queued decision, in order; end the run if an `Abort` was among them."""
+        core = self.core
+        self.state = decided.state
+        for item in decided.announced:
+            if isinstance(item, Refusal):
+                core.log.warning("decision_refused", call_id=item.call_id, error=item.reason)
+                await core.emit(
+                    DecisionRefused(
+                        **core.at(), call_id=item.call_id, actor=item.actor, reason=item.reason
+                    )
+                )
+                continue
+            assert item.decision is not None
+            await self.announce(item, item.decision.kind)
+            if core.hooks is not None:
+                await core.hooks.on_approval_decided(item)
+        if decided.abort is not None:
+            await core.end(self, "abort", decided.abort)
+
+    async def announce(self, record: CallRecord, outcome: Any) -> None:
+        core = self.core
+        await core.emit(
+            ToolApproval(
+                **core.at(),
+                call_id=record.call_id,
+                tool=record.tool,
+                outcome=outcome,
+                actor=record.decided_by or "policy",
+                reason=getattr(record.decision, "reason", None) or record.reason or None,
             )
         )
-        if hooks is not None:
-            await hooks.before_model(request)
-        if hooks is not None and hooks.streams and isinstance(model, StreamingModel):
-            relay = DeltaRelay(self.state.run_id, request.step, self.core.ports.clock, hooks)
-            response = await model.stream(request, relay)
-        else:
-            response = await model.complete(request)
-        # What enters the run must be storable whatever the port sent (lone surrogates).
-        response = storable(response)
-        # Run-unique call ids before anything (hooks, records, events, store) sees the reply.
-        used = self._used_ids
-        if used is None:  # once per process: the set then grows with each turn
-            used = self._used_ids = {c.call_id for c in self.state.calls}
-        response = with_run_ids(response, used, len(self.state.calls) + 1)
-        used.update(c.id for c in response.message.calls)
-        if hooks is not None:
-            await hooks.after_model(request, response)
-        return response
 
     def mark_running(self) -> None:
         """Record the intent to run every approved call of the batch. It is saved with the
@@ -279,6 +345,10 @@ class LoopSteps(OnCore):
         run = self.config.tool_runner or self.executor.run
         if self.config.tool_runner is None and self.delegations.tool(record.tool) is not None:
             run = self.delegations.run  # a sub-agent: its child run, in this process
+            if record.child_run_id is None:  # its id is saved before the child starts
+                record = self.delegations.named(record)
+                self.state = self.state.replace_call(record)
+                await core.save()
         finished = await run(record, self.context(record.call_id, record.tool))
         if hooks is not None:
             replacement = await hooks.after_tool(finished, finished.result or "")

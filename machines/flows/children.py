@@ -1,5 +1,6 @@
-"""An agent phase's child run: named and saved before it starts, started or continued
-through the one entry point sub-agents use (`run_child`), its output read back typed.
+"""An agent phase's child run: named (`phase_run_id`) and saved by the flow before it starts,
+started or continued through the one entry point sub-agents use (`run_child`), its output
+read back typed.
 
     flow run ──phase agent──▶ child run (its own id, tools, audit trail)
         ▲                        │ done(output) │ suspended │ failed
@@ -40,16 +41,12 @@ def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
 
 
 async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions) -> PhaseOutcome:
-    """Start or continue `bound`'s child run; the flow records the child's id first."""
+    """Start or continue `bound`'s child run, named (`FlowPosition.child`) and saved by the
+    flow before it starts."""
     assert bound.agent is not None
     assert core.state.flow is not None
     flow = core.state.flow
-    if flow.child is None:
-        child = phase_run_id(core.state.run_id, bound.name, flow.children)
-        flow = flow.evolve(child=child, children=(*flow.children, child))
-        core.state = core.state.evolve(flow=flow)
-        await core.save()
-    assert flow.child is not None
+    assert flow.child is not None, "the flow names the phase's child run before it starts"
     scope = ChildScope(
         store=options.store,
         approver=options.approver,

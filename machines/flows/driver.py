@@ -27,7 +27,7 @@ from loopstate.engine.outside import outside_text
 from loopstate.engine.state import FlowPosition
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
-from loopstate.machines.flows.children import run_phase_agent
+from loopstate.machines.flows.children import phase_run_id, run_phase_agent
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
 from loopstate.machines.flows.prompt import phase_view
@@ -116,7 +116,13 @@ class FlowSteps(OnCore):
         self._loop = None
 
     async def _delegate(self, bound: BoundPhase) -> bool:
-        """An agent phase: start or continue its child run; its output lands in the data."""
+        """An agent phase: start or continue its child run (its id saved first); its output
+        lands in the data."""
+        flow = self.flow
+        if flow.child is None:
+            child = phase_run_id(self.state.run_id, bound.name, flow.children)
+            self._move(child=child, children=(*flow.children, child))
+            await self.core.save()
         outcome = await run_phase_agent(self.core, bound, self.config.options)
         if outcome.kind == "suspended":
             self._move(state="awaiting_approval")
