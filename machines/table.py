@@ -15,7 +15,7 @@ guard propagates. A guard receives, by name, the facts its parameters ask for.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,20 +56,19 @@ class TransitionTable:
         self.machine = machine
         self.states = {s.value: s for s in machine.states}
         self.edges: dict[tuple[str, str], tuple[_Edge, ...]] = {}
-        callbacks = _registered(probe)
+        callbacks = _callbacks(probe)
+        if callbacks:
+            raise InvalidDefinition(
+                f"{machine.__name__}: callbacks a table cannot run: {callbacks}"
+            )
         for state in machine.states:
             _check_state(state)
             for t in state.transitions:
                 _check_transition(t)
                 guards = tuple(_guard(probe, spec) for spec in t.cond)
-                callbacks.discard(t.cond.key)
                 for event in t.events:
                     key = (state.value, str(event))
                     self.edges[key] = (*self.edges.get(key, ()), _Edge(t.target.value, guards))
-        if callbacks:
-            raise InvalidDefinition(
-                f"{machine.__name__}: callbacks a table cannot run: {callbacks}"
-            )
         self.events = frozenset(event for _, event in self.edges)
 
     def at(self, state: Any) -> TableMachine:
@@ -136,10 +135,29 @@ def _check_transition(t: Any) -> None:
         raise InvalidDefinition(f"{t}: a table reproduces only plain event transitions")
 
 
-def _registered(probe: StateChart[Any]) -> set[str]:
-    """The callback keys of the built machine that hold something (all must be guards)."""
-    registry = probe._callbacks._registry  # the one place to see them all
-    return {key for key, executor in registry.items() if list(executor)}
+def _callbacks(probe: StateChart[Any]) -> list[str]:
+    """The callbacks besides guards the machine's definition gives it, read from its public
+    definition: every callback spec of its states (enter, exit, invoke) and transitions
+    (validators, before, on, after), given explicitly or by a method named by convention
+    (`on_enter_<state>`, `after_<event>`, ...), `prepare_event`, and class listeners."""
+    machine = type(probe)
+    found = [str(spec) for spec in _specs(machine) if _used(machine, spec)]
+    if callable(getattr(machine, "prepare_event", None)):
+        found.append("prepare_event")
+    found += [type(listener).__name__ for listener in probe.active_listeners]
+    return found
+
+
+def _specs(machine: type[StateChart[Any]]) -> Iterator[Any]:
+    for state in machine.states:
+        yield from (*state.enter, *state.exit, *state.invoke)
+        for t in state.transitions:
+            yield from (*t.validators, *t.before, *t.on, *t.after)
+
+
+def _used(machine: type[StateChart[Any]], spec: Any) -> bool:
+    """An explicit callback, or a convention whose method the machine defines."""
+    return not spec.is_convention or callable(getattr(machine, spec.attr_name, None))
 
 
 def _guard(probe: StateChart[Any], spec: Any) -> _Guard:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from statemachine import State, StateChart
 from statemachine.exceptions import InvalidDefinition, InvalidStateValue, TransitionNotAllowed
 
+from loopstate import DefinitionError, Flow, FlowMachine, MemoryStore, Phase, ScriptedModel
 from loopstate.machines.agent.loop import LOOP_TABLE, AgentLoop, agent_loop
-from loopstate.machines.table import TransitionTable
+from loopstate.machines.table import TableMachine, TransitionTable
 
 FACTS = [
     {},
@@ -89,11 +91,60 @@ def _machine(**body: Any) -> type[StateChart[Any]]:
     return type("M", (StateChart,), {**base, **body})
 
 
-def test_a_machine_with_actions_is_refused() -> None:
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class _Listener:
+    def after_transition(self) -> None: ...
+
+
+ACTIONS = {
+    "on_enter by convention": lambda a, b: {"go": a.to(b), "on_enter_b": _noop},
+    "after_<event> by convention": lambda a, b: {"go": a.to(b), "after_go": _noop},
+    "before_transition by convention": lambda a, b: {"go": a.to(b), "before_transition": _noop},
+    "an explicit on=": lambda a, b: {"go": a.to(b, on="act"), "act": _noop},
+    "an explicit validator": lambda a, b: {"go": a.to(b, validators="act"), "act": _noop},
+    "prepare_event": lambda a, b: {"go": a.to(b), "prepare_event": lambda *_, **__: {}},
+    "a class listener": lambda a, b: {"go": a.to(b), "listeners": [_Listener]},
+}
+
+
+@pytest.mark.parametrize("body", ACTIONS.values(), ids=ACTIONS.keys())
+def test_a_machine_with_actions_is_refused(body: Callable[[State, State], dict[str, Any]]) -> None:
+    """Read from the machine's public definition: its states' and transitions' callbacks."""
     a, b = State(initial=True), State(final=True)
-    machine = _machine(a=a, b=b, go=a.to(b), on_enter_b=lambda self: None)
+    machine = _machine(a=a, b=b, **body(a, b))
     with pytest.raises(InvalidDefinition, match="callbacks a table cannot run"):
         TransitionTable(machine)
+
+
+def test_a_flow_is_stepped_through_its_table_and_one_with_actions_is_refused() -> None:
+    """Flows and agents share one dispatcher: a flow machine a table cannot reproduce is a
+    definition error when the `Flow` is built, not a surprise in a run."""
+
+    class Ask(FlowMachine):
+        ask = State(initial=True)
+        done, failed, aborted = State(final=True), State(final=True), State(final=True)
+        advance = ask.to(done, cond="answered")
+        fail = ask.to(failed)
+        abort = ask.to(aborted)
+
+        def answered(self, data: dict[str, Any]) -> bool:
+            return "answer" in data
+
+    phases = {"ask": Phase(instructions="Ask.", model=ScriptedModel(["ok"]))}
+    flow = Flow(Ask, phases, store=MemoryStore())
+    machine = flow._config.table.at("ask")
+    assert isinstance(machine, TableMachine)
+    machine.advance(data={"answer": 1}, stop=None)
+    assert machine.current_state_value == "done"
+
+    class Acting(Ask):
+        def on_enter_done(self) -> None: ...
+
+    with pytest.raises(DefinitionError, match=r"flow machine Acting: .*callbacks a table"):
+        Flow(Acting, phases, store=MemoryStore())
 
 
 def test_a_lenient_machine_is_refused() -> None:

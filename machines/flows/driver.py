@@ -7,8 +7,9 @@ the next phase.
         a gate opens     → enter the next phase (saved with the transition)
         none opens       → wait for the user (`awaiting_input`), or fail if the phase never waits
 
-A flow run's `state` is the phase's loop state; `flow` holds its phase and data. The skeleton
-(`RunCore`) owns saving, events, the lease and the error policy for the whole run.
+A flow run's `state` is the phase's loop state; `flow` holds its phase and data. The flow
+machine is stepped through its `TransitionTable`, as the agent loop is (one dispatcher). The
+skeleton (`RunCore`) owns saving, events, the lease and the error policy for the whole run.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
 from loopstate.machines.flows.prompt import phase_view
 from loopstate.machines.flows.result import FlowDeps
+from loopstate.machines.table import TransitionTable
 
 P = ParamSpec("P")
 
@@ -43,6 +45,8 @@ class FlowConfig:
     machine: type[StateChart[Any]]
     phases: Mapping[str, BoundPhase]
     options: RunOptions
+    table: TransitionTable
+    """The machine's transitions, stepped as the agent loop's are (`flow_table`)."""
 
 
 class FlowSteps(OnCore):
@@ -51,7 +55,7 @@ class FlowSteps(OnCore):
     def __init__(self, core: RunCore, config: FlowConfig) -> None:
         self.core = core
         self.config = config
-        self.machine = cast(FlowEvents, config.machine(start_value=self.flow.phase))
+        self.machine = cast(FlowEvents, config.table.at(self.flow.phase))
         self._loop: LoopSteps | None = None
 
     @property
@@ -102,7 +106,7 @@ class FlowSteps(OnCore):
         self._move(state=self.flow.phase, awaiting_input=False)
 
     def reset(self) -> None:
-        self.machine = cast(FlowEvents, self.config.machine(start_value=self.flow.phase))
+        self.machine = cast(FlowEvents, self.config.table.at(self.flow.phase))
         self._loop = None
 
     # -- the flow's own steps ----------------------------------------------------------------

@@ -37,7 +37,7 @@ from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.resuming import resume_loop
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
-from loopstate.machines.flows.machine import FINAL, check_machine
+from loopstate.machines.flows.machine import FINAL, check_machine, flow_table
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
 from loopstate.machines.flows.result import FlowResult
 
@@ -100,7 +100,9 @@ class Flow:
         self.store: Store = self.options.store
         self.clock = clock
         self.ids = ids
-        self._config = FlowConfig(machine=machine, phases=self.phases, options=self.options)
+        self._config = FlowConfig(
+            machine=machine, phases=self.phases, options=self.options, table=flow_table(machine)
+        )
         self._protocol = RunProtocol(self.options, _FlowKind(self))
 
     def clone(self, **changes: Any) -> Flow:

@@ -27,8 +27,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from statemachine import StateChart
+from statemachine.exceptions import InvalidDefinition
 
 from loopstate.engine.errors import DefinitionError
+from loopstate.machines.table import TransitionTable
 
 FINAL = frozenset({"done", "failed", "aborted"})
 _EVENTS = ("advance", "fail", "abort")
@@ -78,6 +80,15 @@ def check_machine(machine: type[StateChart[Any]], phases: Mapping[str, Any]) -> 
             )
     initial = next(s.id for s in machine.states if s.initial)
     return str(initial)
+
+
+def flow_table(machine: type[StateChart[Any]]) -> TransitionTable:
+    """`machine` read into the transition table its runs step, as the agent loop's are
+    (`DefinitionError` for a machine a table cannot reproduce: actions, compound states)."""
+    try:
+        return TransitionTable(machine)
+    except InvalidDefinition as exc:
+        raise DefinitionError(f"flow machine {machine.__name__}: {exc}") from None
 
 
 def gate_of(machine: type[StateChart[Any]], source: str, target: str, event: str) -> str:
