@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from loopstate.engine.errors import DefinitionError
 from loopstate.machines.agent.loop import AgentLoop
 
 
@@ -19,8 +21,6 @@ class _Shipped(Mapping[str, type]):
     }
 
     def __getitem__(self, name: str) -> type:
-        import importlib
-
         module, attr = self._paths[name]
         machine: type = getattr(importlib.import_module(module), attr)
         return machine
@@ -35,10 +35,27 @@ class _Shipped(Mapping[str, type]):
 SHIPPED: Mapping[str, type] = _Shipped()
 
 
+def machine_class(target: str) -> Any:
+    """A shipped machine by name (`agent`, `coaching`, ...) or any as `module:Class`
+    (`DefinitionError` if there is none): what the CLI and the service draw."""
+    if target in SHIPPED:
+        return SHIPPED[target]
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        known = ", ".join(sorted(SHIPPED))
+        raise DefinitionError(
+            f"no shipped machine {target!r} (known: {known}); or use module:Class"
+        )
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise DefinitionError(f"cannot load {target}: {exc}") from None
+
+
 def __getattr__(name: str) -> Any:
     if name == "CoachingFlow":
         return SHIPPED["coaching"]
     raise AttributeError(name)
 
 
-__all__ = ["SHIPPED", "AgentLoop", "CoachingFlow"]
+__all__ = ["SHIPPED", "AgentLoop", "CoachingFlow", "machine_class"]

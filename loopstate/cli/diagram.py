@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from loopstate.cli.lookup import resolve_run
 from loopstate.cli.stores import DB_HELP, add_db_option, close_store, db_of, open_store
 from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
 from loopstate.engine.errors import DefinitionError, LoopstateError
+from loopstate.machines import machine_class
 
 
 def register(subparsers: Any) -> None:
@@ -96,23 +96,6 @@ def write_all(directory: Path) -> list[Path]:
             path.write_bytes(data)
             written.append(path)
     return written
-
-
-def machine_class(target: str) -> Any:
-    from loopstate.machines import SHIPPED
-
-    if target in SHIPPED:
-        return SHIPPED[target]
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        known = ", ".join(sorted(SHIPPED))
-        raise DefinitionError(
-            f"no shipped machine {target!r} (known: {known}); or use module:Class"
-        )
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise DefinitionError(f"cannot load {target}: {exc}") from None
 
 
 def _shipped() -> set[str]:

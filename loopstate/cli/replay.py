@@ -68,8 +68,8 @@ def main(args: argparse.Namespace) -> int:
     if result.output:
         print(shown(f"answer: {result.output}"))
     if args.diagram:
-        from loopstate.cli.diagram import machine_class
         from loopstate.engine.diagram import graph_of, overlay_of, to_mermaid
+        from loopstate.machines import machine_class
 
         graph = graph_of(machine_class(machine))
         print(to_mermaid(graph, overlay_of(result.transitions, result.transitions[-1].target)))

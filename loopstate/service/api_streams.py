@@ -145,7 +145,6 @@ def _event_view(e: RunEvent) -> dict[str, Any]:
 
 
 def _diagram(state: Any, fmt: str) -> str | bytes:
-    from loopstate.cli.diagram import machine_class
     from loopstate.engine.diagram import (
         GraphvizFailed,
         GraphvizNotFound,
@@ -155,6 +154,7 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         to_dot,
         to_mermaid,
     )  # fmt: skip
+    from loopstate.machines import machine_class
 
     try:
         graph = graph_of(machine_class(state.machine))
