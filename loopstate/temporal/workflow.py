@@ -2,8 +2,8 @@
 
 The `AgentLoop` machine and its `LoopSteps` run inside the workflow on a `RunCore`, exactly as
 in a local run; only the ports differ (`loopstate.temporal.ports`). Decisions arrive by Update
-(validated at once, by the checks a local run makes) or by Signal (checked when applied), and
-are applied at a step boundary through the one decision path (`Decisions.apply_queued`).
+(validated at once, by the checker a local run uses) or by Signal (checked when applied), and
+are applied at a step boundary through the one decision path (`Decisions.queued`).
 
     run:  drive the loop ──▶ ended            → return the RunResult
                         ├──▶ model_failed      → wait for a retry (Update) or an abort
