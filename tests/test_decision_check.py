@@ -127,3 +127,13 @@ async def test_with_the_tool_at_hand_an_edit_is_checked_by_its_own_model() -> No
     assert "valid integer" in refused.value.errors[0].message  # pydantic's words, not jsonschema's
     checked = check_decision(state, charge_id, Edit({"amount": 7}), tools=tools)
     assert (checked.call.call_id, checked.decision) == (charge_id, Edit({"amount": 7}))
+
+
+def test_every_kind_of_refusal_has_its_http_status() -> None:
+    from loopstate.engine import errors
+    from loopstate.service.decisions import STATUS
+
+    kinds = {
+        c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, DecisionError)
+    }
+    assert kinds - set(STATUS) == set()
