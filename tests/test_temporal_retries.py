@@ -56,7 +56,9 @@ async def test_a_rate_limit_is_retried_by_temporal_after_the_providers_retry_aft
     attempts = started.activity_task_started_event_attributes
     assert attempts.attempt == 3  # the third attempt answered
     assert "429" in attempts.last_failure.message or "RateLimit" in attempts.last_failure.message
-    # the provider's retry-after (1 s), not the policy's 0.1 s first wait, set the pace
+    # the provider's retry-after (1 s), not the policy's waits (0.1 s, at most 0.5 s), set the
+    # pace: the two waits together are well past what the policy alone allows (1.0 s). Not
+    # >= 2: the server's retry timers may fire a little early (1.9 s seen on a quiet machine).
     [scheduled] = [
         e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
@@ -64,7 +66,7 @@ async def test_a_rate_limit_is_retried_by_temporal_after_the_providers_retry_aft
         e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
     ]
     waited = completed.event_time.ToDatetime() - scheduled.event_time.ToDatetime()
-    assert waited.total_seconds() >= 2
+    assert waited.total_seconds() >= 1.5
 
 
 async def test_spent_retries_rest_in_model_failed_until_temporal_retry(
