@@ -92,7 +92,7 @@ async def test_a_dot_dot_call_id_is_decided_over_http_and_answered_under_its_own
 
 
 async def _pending(client: httpx.AsyncClient, run_id: str) -> dict[str, object]:
-    for _ in range(500):
+    for _ in range(6000):  # 2 min: a margin for a loaded machine, not a time relied on
         items = (await client.get("/api/approvals", params={"run_id": run_id})).json()["items"]
         if items:
             item: dict[str, object] = items[0]
@@ -102,7 +102,7 @@ async def _pending(client: httpx.AsyncClient, run_id: str) -> dict[str, object]:
 
 
 async def _ended(client: httpx.AsyncClient, run_id: str) -> dict[str, object]:
-    for _ in range(500):
+    for _ in range(6000):  # 2 min: a margin for a loaded machine, not a time relied on
         run: dict[str, object] = (await client.get(f"/api/runs/{run_id}")).json()
         if run["status"] in ("done", "failed", "aborted"):
             return run

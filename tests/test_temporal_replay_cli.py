@@ -97,7 +97,7 @@ async def test_show_says_so_within_two_seconds_when_the_runs_workflow_task_fails
     async with changed:  # the agent lost its gated tool: the run's history no longer replays
         await s.runs.decide(run_id, "note_1", {"kind": "approve"}, wait=False)
         handle = s.client.get_workflow_handle(run_id)
-        for _ in range(600):  # until Temporal retries the failed workflow task
+        for _ in range(2400):  # until Temporal retries the failed workflow task (2 min margin)
             described = await handle.describe()
             if described.raw_description.pending_workflow_task.attempt > 1:
                 break

@@ -109,8 +109,8 @@ async def test_a_run_in_model_failed_can_be_aborted(temporal_address: str, tmp_p
 
 
 async def wait_for_state(s: Served, run_id: str, state: str) -> RunState:
-    """The run's state once it is `state` (30 s at most; a Query answers at once)."""
-    for _ in range(600):
+    """The run's state once it is `state` (2 min at most: a margin for a loaded machine)."""
+    for _ in range(2400):
         current = await s.runs.state(run_id)
         if current.state == state:
             return current
