@@ -1,15 +1,17 @@
-"""Helpers for the service tests: a real `loopstate serve` process on 127.0.0.1."""
+"""Helpers for the service tests: a real `loopstate serve` process on 127.0.0.1, or a
+`Service`'s router in a real uvicorn inside the test's own event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def in_uvicorn(service: Any) -> AsyncIterator[str]:
+    """`service`'s router (with its problem handlers) served by a real uvicorn in this event
+    loop; yields its base URL, and stops the server on the way out."""
+    import uvicorn
+    from fastapi import FastAPI
+
+    from loopstate.service import install_errors, service_router
+
+    app = FastAPI(lifespan=service.lifespan)
+    install_errors(app)
+    app.include_router(service_router(service))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)
 
 
 @dataclass

@@ -9,15 +9,13 @@ import asyncio
 from pathlib import Path
 
 import httpx
-import uvicorn
-from fastapi import FastAPI
 from model_server import serve, text_reply, tool_call_reply
-from service_support import free_port
+from service_support import in_uvicorn
 
 from loopstate import Agent, tool
 from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.stores.sqlite import SQLiteStore
-from loopstate.service import Service, install_errors, service_router
+from loopstate.service import Service
 
 RUNS: list[int] = []
 
@@ -60,30 +58,20 @@ async def test_a_dot_dot_call_id_is_decided_over_http_and_answered_under_its_own
     with serve(tool_call_reply(("..", "charge", {"amount": 5})), text_reply("paid")) as model:
         llm = LiteLLMModel("openai/test-model", api_base=model.openai_base, api_key="sk-test")
         service = Service({"shop": Agent(llm, [charge], store=store)})
-        app = FastAPI(lifespan=service.lifespan)
-        install_errors(app)
-        app.include_router(service_router(service))
-        port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-            await asyncio.sleep(0.02)
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-                run_id = (await c.post("/api/agents/shop/runs", json={"prompt": "pay"})).json()[
-                    "run_id"
-                ]
-                item = await _pending(c, run_id)
-                assert item["call_id"] == "call_1"
-                path = f"/api/runs/{run_id}/calls/{item['call_id']}/decision"
-                body = {"decision": "approve", "digest": item["digest"]}
-                decided = await c.post(path, json=body, headers={"Idempotency-Key": "k"})
-                assert decided.status_code == 200, decided.text
-                assert (await _ended(c, run_id))["status"] == "done"
-        finally:
-            server.should_exit = True
-            await asyncio.wait_for(task, 10)
+        async with (
+            in_uvicorn(service) as base,
+            httpx.AsyncClient(base_url=base, timeout=10) as c,
+        ):
+            run_id = (await c.post("/api/agents/shop/runs", json={"prompt": "pay"})).json()[
+                "run_id"
+            ]
+            item = await _pending(c, run_id)
+            assert item["call_id"] == "call_1"
+            path = f"/api/runs/{run_id}/calls/{item['call_id']}/decision"
+            body = {"decision": "approve", "digest": item["digest"]}
+            decided = await c.post(path, json=body, headers={"Idempotency-Key": "k"})
+            assert decided.status_code == 200, decided.text
+            assert (await _ended(c, run_id))["status"] == "done"
         wire = model.bodies[1]["messages"]
     store.close()
     (asked,) = [m for m in wire if m["role"] == "assistant"]

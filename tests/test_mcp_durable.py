@@ -14,14 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from mcp_support import files_agent, http_files, stdio_files
-from service_support import free_port
+from service_support import in_uvicorn
 
 from loopstate import DecisionError, RunNotResumable
 from loopstate.engine.models.scripted import call
-from loopstate.service import Service, install_errors, service_router
+from loopstate.service import Service
 from loopstate.tools.mcp import MCPServer
 
 CHILD = Path(__file__).with_name("mcp_child.py")
@@ -129,18 +127,8 @@ async def service_url(tmp_path: Path, root: Path) -> AsyncIterator[str]:
         script = [call("files_delete_confirmed", {"path": "notes.txt"}), "Deleted."]
         agent = files_agent(tmp_path / "runs.db", script, files)
         service = Service({"files": agent})
-        app = FastAPI(lifespan=service.lifespan)
-        install_errors(app)
-        app.include_router(service_router(service))
-        port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        async with in_uvicorn(service) as base:
+            yield base
 
 
 async def until(client: httpx.AsyncClient, path: str, ready: Any) -> Any:

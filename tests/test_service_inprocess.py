@@ -10,12 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 import service_agent
-import uvicorn
-from fastapi import FastAPI, Request
-from service_support import free_port
+from fastapi import Request
+from service_support import in_uvicorn
 
 from loopstate.engine.stores.sqlite import SQLiteStore
-from loopstate.service import Action, Service, StreamPolicy, install_errors, service_router
+from loopstate.service import Action, Service, StreamPolicy
 
 
 async def by_header(request: Request, action: Action, run_id: str | None) -> str | None:
@@ -35,17 +34,8 @@ async def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
         authorize=by_header,
         streams=StreamPolicy(ping_s=0.2, lifetime_s=1.0, retry_ms=250),
     )
-    app = FastAPI(lifespan=service.lifespan)
-    install_errors(app)
-    app.include_router(service_router(service))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-        await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await asyncio.wait_for(task, 10)
+    async with in_uvicorn(service) as base:
+        yield base
     store.close()
 
 

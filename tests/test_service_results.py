@@ -12,16 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from pydantic import BaseModel
-from service_support import free_port
+from service_support import in_uvicorn
 from support import charge
 
 from loopstate import Agent, ScriptedModel, tool
 from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.stores.sqlite import SQLiteStore
-from loopstate.service import Service, install_errors, service_router
+from loopstate.service import Service
 
 
 class Choice(BaseModel):
@@ -47,18 +45,11 @@ def agent(store: SQLiteStore) -> Agent:
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     store = SQLiteStore(tmp_path / "runs.db")
     service = Service({"shop": agent(store)})
-    app = FastAPI(lifespan=service.lifespan)
-    install_errors(app)
-    app.include_router(service_router(service))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-        await asyncio.sleep(0.02)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+    async with (
+        in_uvicorn(service) as base,
+        httpx.AsyncClient(base_url=base, timeout=10) as c,
+    ):
         yield c
-    server.should_exit = True
-    await asyncio.wait_for(task, 10)
     store.close()
 
 
