@@ -80,3 +80,17 @@ def test_forks_that_cannot_be_made_are_problems(client: httpx.Client, server: Se
         "run busy"
         in problem(client.post(f"/api/runs/{run_id}/fork", json={"at": 2}), 409)["detail"]
     )
+
+
+def test_a_fork_body_is_strict_and_its_text_made_storable(
+    client: httpx.Client, server: Server
+) -> None:
+    run_id = finished_run(client)
+    url = f"/api/runs/{run_id}/fork"
+    for loose in ({"at": "2"}, {"at": 2, "replace_message": ["0", "x"]}, {"at": 2, "x": 1}):
+        problem(client.post(url, json=loose), 422)
+    raw = b'{"at": 2, "replace_message": [0, "pay me \\ud800 twice"]}'
+    made = client.post(url, content=raw, headers={"Content-Type": "application/json"})
+    assert made.status_code == 201, made.text
+    fork = client.get(f"/api/runs/{made.json()['run_id']}").json()
+    assert fork["messages"][0] == {"role": "user", "content": "pay me \ufffd twice"}

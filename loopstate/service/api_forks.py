@@ -6,28 +6,31 @@ the fork cannot take). With an Idempotency-Key, a repeated request gets the same
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field, StrictInt, StrictStr
 
 from loopstate.engine.errors import ForkRefused, RunBusy
 from loopstate.engine.fork import fork_run
 from loopstate.engine.store import DEFAULT_LEASE_S, lease_owner
 from loopstate.service.api_runs import Answer, answer, load
+from loopstate.service.inputs import Body
 from loopstate.service.problems import Problem
 from loopstate.service.service import Service
 
 
-class ForkBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ForkBody(Body):
+    """A fork's request: strict and closed, its text made storable (`Body`)."""
 
     at: int
     """The transition (its `seq`) to fork at."""
     message: str | None = None
     replace_result: dict[str, str] | None = None
     """Tool results to replace, by call id."""
-    replace_message: tuple[int, str] | None = None
+    # JSON has no tuples: the pair comes as an array, so only its items are strict.
+    replace_message: Annotated[tuple[StrictInt, StrictStr] | None, Field(strict=False)] = None
     """A user message to replace: its index in the history and its new text."""
 
 
