@@ -212,6 +212,9 @@ class FlowPosition(Frozen):
     resumed after a crash continues that run instead of starting another."""
     children: tuple[str, ...] = ()
     """Every child run the flow's agent phases started, in order."""
+    held: str | None = None
+    """Why the phase did not advance when its loop last ended, when a gate stayed closed for a
+    field it reads being absent (`@reads`): fail closed, with the reason kept."""
 
     def status(self, loop_state: str) -> RunStatus | None:
         """The flow's own statuses: waiting for the user; running between phases (its loop

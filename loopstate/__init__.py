@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
         Output,
         Phase,
         has_tool_call,
+        reads,
         step_count_is,
     )
 
@@ -86,7 +87,7 @@ _LAZY = {
     "ReplayModel": "loopstate.engine.recording.replay",
     **dict.fromkeys(
         ["Flow", "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "Output", "Phase",
-         "has_tool_call", "step_count_is"],
+         "has_tool_call", "reads", "step_count_is"],
         "loopstate.machines.flows",
     ),
 }  # fmt: skip
@@ -186,6 +187,7 @@ __all__ = [
     "has_tool_call",
     "merge",
     "pending_tree",
+    "reads",
     "replay",
     "replay_flow",
     "replay_sync",

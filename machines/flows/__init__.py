@@ -12,6 +12,7 @@ from loopstate.machines.flows.phase import (
     step_count_is,
 )
 from loopstate.machines.flows.result import FlowDeps, FlowResult
+from loopstate.machines.flows.typed import reads
 
 __all__ = [
     "Flow",
@@ -23,5 +24,6 @@ __all__ = [
     "Phase",
     "Update",
     "has_tool_call",
+    "reads",
     "step_count_is",
 ]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ParamSpec, cast
 
+from pydantic import BaseModel, ValidationError
 from statemachine import StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -33,6 +34,7 @@ from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
 from loopstate.machines.flows.prompt import phase_view
 from loopstate.machines.flows.result import FlowDeps
+from loopstate.machines.flows.typed import closed_gates, fit, misfit
 from loopstate.machines.table import TransitionTable
 
 P = ParamSpec("P")
@@ -47,6 +49,8 @@ class FlowConfig:
     options: RunOptions
     table: TransitionTable
     """The machine's transitions, stepped as the agent loop's are (`flow_table`)."""
+    data: type[BaseModel] | None = None
+    """The flow's data model (`Flow(data=...)`): the data fits it before any gate runs."""
 
 
 class FlowSteps(OnCore):
@@ -116,7 +120,7 @@ class FlowSteps(OnCore):
         self._send(Cause("the user answered", actor), self.machine.user_replied)
         messages = (*self.state.messages, UserMessage(content=outside_text(message)))
         self.state = self.state.evolve(messages=messages, state="idle")
-        self._move(awaiting_input=False)
+        self._move(awaiting_input=False, held=None)
         self._loop = None
 
     async def _delegate(self, bound: BoundPhase) -> bool:
@@ -146,31 +150,44 @@ class FlowSteps(OnCore):
 
     async def _advance(self, bound: BoundPhase) -> bool:
         missing = None if bound.agent is not None else self._fold(bound)
+        facts = None
+        try:
+            if missing is None:
+                data, facts = fit(self.config.data, dict(self.flow.data))
+                self._move(data=data)
+        except ValidationError:
+            assert self.config.data is not None
+            why = misfit(self.config.data, dict(self.flow.data))
+            title = self.config.data.__name__
+            missing = f"phase {bound.name!r}: the data does not fit {title}: {why}"
         if missing is not None:
             await self.core.end(self, "fail", Cause(missing, "flow"), error=missing)
             return True
         source = bound.name
         try:
-            self.machine.advance(data=self.flow.data, stop=self.state.stop_reason)
+            self.machine.advance(data=facts, stop=self.state.stop_reason)
         except TransitionNotAllowed:
+            held = closed_gates(self.config.machine, source, facts)
             if bound.spec.waits_for_user:
-                self._move(awaiting_input=True)
+                self._move(awaiting_input=True, held=held)
                 await self.core.save()
                 return False
             error = (
                 f"phase {source!r} ended ({self.state.stop_reason}) and none of its gates opened"
-            )
+            ) + (f": {held}" if held else "")
             await self.core.end(self, "fail", Cause(error, "flow"), error=error)
             return True
         target = str(self.machine.current_state_value)
         gate = gate_of(self.config.machine, source, target, "advance")
         self.core.record(source, target, "advance", Cause(f"gate: {gate}", "flow"))
         if target in FINAL:
-            self._move(phase=target, state=target)
+            self._move(phase=target, state=target, held=None)
         else:
             spec = self.config.phases[target].spec
             data = spec.on_enter(dict(self.flow.data)) if spec.on_enter else self.flow.data
-            self._move(phase=target, state="idle", data=data, phase_step=self.state.steps)
+            self._move(
+                phase=target, state="idle", data=data, phase_step=self.state.steps, held=None
+            )
             self._loop = None
         await self.core.save()
         return True

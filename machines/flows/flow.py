@@ -8,6 +8,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from statemachine import StateChart
 
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
@@ -21,7 +22,7 @@ from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
 from loopstate.engine.operations import abort_run, queue_routed, route_decisions
 from loopstate.engine.options import RunOptions
-from loopstate.engine.outside import outside, outside_text
+from loopstate.engine.outside import OutsideError, outside, outside_text
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
@@ -40,6 +41,7 @@ from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import FINAL, check_machine, flow_table
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
 from loopstate.machines.flows.result import FlowResult
+from loopstate.machines.flows.typed import check_data_model, misfit, typed_tools
 
 _LOOP_STATES = tuple(s.id for s in AgentLoop.states if s.id not in LOOP_FINAL and not s.initial)
 
@@ -52,7 +54,9 @@ class Flow:
     `models["default"]`, else `model`. A name is a litellm model name; a `Model` is used as is.
     Runs are kept in `store` (default: `SQLiteStore` at `.loopstate/runs.db`) and resume in any
     process that uses the same store: after approvals with `decisions=`, after a pause for the
-    user with `message=`.
+    user with `message=`. `data` (a pydantic model) declares what the flow collects: gates name
+    the fields they read (`@reads`), checked here; tools' updates, outputs and the starting
+    data must fit it; a gate whose field is absent stays closed (see `machines/flows/typed`).
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class Flow:
         machine: type[StateChart[Any]],
         phases: Mapping[str, Phase],
         *,
+        data: type[BaseModel] | None = None,
         name: str | None = None,
         model: str | Model | None = None,
         models: Mapping[str, str | Model] | None = None,
@@ -96,12 +101,20 @@ class Flow:
             )
             for phase_name, spec in phases.items()
         }
+        self.data = data
+        if data is not None:
+            check_data_model(data, machine, self.phases)
+            self.phases = {n: typed_tools(b, data) for n, b in self.phases.items()}
         self.options = RunOptions.of(self._options)
         self.store: Store = self.options.store
         self.clock = clock
         self.ids = ids
         self._config = FlowConfig(
-            machine=machine, phases=self.phases, options=self.options, table=flow_table(machine)
+            machine=machine,
+            phases=self.phases,
+            options=self.options,
+            table=flow_table(machine),
+            data=data,
         )
         self._protocol = RunProtocol(self.options, _FlowKind(self))
 
@@ -120,6 +133,8 @@ class Flow:
         """Start a run with the user's first message (and any data known up front)."""
         first = self.phases[self.initial].spec
         start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
+        if self.data is not None and (why := misfit(self.data, start)) is not None:
+            raise OutsideError("data", f"does not fit {self.data.__name__}: {why}")
         state = opening_state(
             run_id=run_id or self.ids(),
             machine=self.name,
