@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from statemachine import HistoryState, State
 
 from loopstate import DefinitionError, MemoryStore, RunState, ScriptedModel
 from loopstate.engine.models.scripted import call
 from loopstate.engine.state import FlowPosition
 from loopstate.machines.coaching import PHASES, CoachingFlow
-from loopstate.machines.flows import Flow, Phase, has_tool_call, step_count_is
+from loopstate.machines.flows import Flow, FlowMachine, Phase, has_tool_call, step_count_is
 from loopstate.machines.flows.phase import BoundPhase
 
 MODEL = ScriptedModel([])
@@ -87,3 +88,81 @@ def test_an_output_phase_forces_its_tool_and_stops_when_it_ran() -> None:
     assert phase.tool_choice == "required"
     assert "submit_intake_schema" in phase.tools
     assert call("submit_intake_schema").name == "submit_intake_schema"
+
+
+class Parallel(FlowMachine):
+    class work(State.Parallel):  # python-statemachine names states by attribute
+        class draft(State.Compound):
+            writing = State(initial=True)
+
+        class review(State.Compound):
+            reading = State(initial=True)
+
+    done, failed, aborted = State(final=True), State(final=True), State(final=True)
+    advance = work.to(done)
+    fail = work.to(failed)
+    abort = work.to(aborted)
+
+
+class Nested(FlowMachine):
+    class work(State.Compound):
+        first = State(initial=True)
+        second = State()
+        back = HistoryState()
+        onward = first.to(second)
+
+    done, failed, aborted = State(final=True), State(final=True), State(final=True)
+    advance = work.to(done)
+    fail = work.to(failed)
+    abort = work.to(aborted)
+
+
+class Skipping(FlowMachine):
+    a = State(initial=True)
+    b = State()
+    done, failed, aborted = State(final=True), State(final=True), State(final=True)
+    advance = a.to(b) | b.to(done)
+    skip = a.to(done)
+    fail = failed.from_(a, b)
+    abort = aborted.from_(a, b)
+
+
+class Misrouted(FlowMachine):
+    a = State(initial=True)
+    done, failed, aborted = State(final=True), State(final=True), State(final=True)
+    advance = a.to(done)
+    user_replied = a.to(done)
+    fail = failed.from_(a)
+    abort = aborted.from_(a)
+
+
+@pytest.mark.parametrize(
+    ("machine", "phases", "message"),
+    [
+        (Parallel, {"work": Phase()}, "Parallel: state 'work' is parallel: a flow's phases are"),
+        (Nested, {"work": Phase()}, "Nested: state 'work' is compound, with a history state"),
+        (
+            Skipping,
+            {"a": Phase(), "b": Phase()},
+            "Skipping: the transition from 'a' to 'done' is taken on 'skip', which the flow's "
+            "driver never sends",
+        ),
+        (
+            Misrouted,
+            {"a": Phase(waits_for_user=True)},
+            "Misrouted: the transition from 'a' to 'done' on 'user_replied' must stay in 'a'",
+        ),
+    ],
+)
+def test_a_machine_the_flow_driver_cannot_run_is_refused_naming_the_state(
+    machine: type[FlowMachine], phases: dict[str, Phase], message: str
+) -> None:
+    with pytest.raises(DefinitionError) as refused:
+        Flow(machine, phases, model=MODEL, store=MemoryStore())
+    assert str(refused.value).startswith(message)
+
+
+def test_user_replied_on_a_phase_that_never_waits_is_refused() -> None:
+    phases = {**PHASES, "intake": Phase(model=MODEL)}  # intake accepts user_replied
+    with pytest.raises(DefinitionError, match="phase 'intake' never waits for the user"):
+        Flow(CoachingFlow, phases, models={"default": MODEL}, store=MemoryStore())

@@ -115,8 +115,14 @@ async def test_an_unknown_field_goes_back_to_the_model_and_an_absent_one_keeps_t
 
 
 async def test_a_phase_that_cannot_wait_fails_closed_saying_which_field_was_absent() -> None:
-    class Quick(Signup):
-        pass
+    class Quick(FlowMachine):  # ask never waits for the user
+        ask = State(initial=True)
+        greet = State()
+        done, failed, aborted = State(final=True), State(final=True), State(final=True)
+        advance = ask.to(greet, cond="adult") | greet.to(done)
+        fail = failed.from_(ask, greet)
+        abort = aborted.from_(ask, greet)
+        adult = Signup.adult
 
     flow = Flow(
         Quick,

@@ -61,6 +61,7 @@ def check_machine(machine: type[StateChart[Any]], phases: Mapping[str, Any]) -> 
     state is a phase and every phase a state; the finals are done, failed and aborted; every
     phase accepts advance, fail and abort (and user_replied if it waits for the user).
     Returns the initial phase."""
+    check_shape(machine, phases)
     states = {s.id: s for s in machine.states}
     finals = {s.id for s in machine.final_states}
     if finals != FINAL:
@@ -80,6 +81,61 @@ def check_machine(machine: type[StateChart[Any]], phases: Mapping[str, Any]) -> 
             )
     initial = next(s.id for s in machine.states if s.initial)
     return str(initial)
+
+
+_TARGETS = {"fail": "failed", "abort": "aborted"}
+
+
+def check_shape(machine: type[StateChart[Any]], phases: Mapping[str, Any]) -> None:
+    """Refuse what the flow's driver cannot run, naming the state: parallel, compound or
+    history states (one phase at a time), events it never sends, `fail`/`abort` going
+    elsewhere than `failed`/`aborted`, `user_replied` leaving its phase or on a phase that
+    never waits for the user."""
+    name = machine.__name__
+    for state in machine.states_map.values():
+        kind = _nested(state)
+        if kind is not None:
+            raise DefinitionError(
+                f"{name}: state {state.id!r} is {kind}: a flow's phases are flat states, one "
+                "phase at a time (split it into phases joined by advance)"
+            )
+        for t in state.transitions:
+            _check_edge(name, state.id, t, phases)
+
+
+def _nested(state: Any) -> str | None:
+    if state.parallel:
+        return "parallel"
+    if state.history:
+        return "compound, with a history state"
+    if state.is_compound:
+        return "compound"
+    return None if state.parent is None else f"nested in {state.parent.id!r}"
+
+
+def _check_edge(name: str, source: str, t: Any, phases: Mapping[str, Any]) -> None:
+    target = t.target.id if t.target is not None else None
+    events = [str(e) for e in t.events]
+    where = f"{name}: the transition from {source!r} to {target!r}"
+    if not events:
+        raise DefinitionError(f"{where} has no event: the flow's driver sends only events")
+    for event in events:
+        if event not in (*_EVENTS, "user_replied"):
+            raise DefinitionError(
+                f"{where} is taken on {event!r}, which the flow's driver never sends "
+                "(it sends advance, user_replied, fail and abort)"
+            )
+        if event in _TARGETS and target != _TARGETS[event]:
+            raise DefinitionError(f"{where} on {event!r} must go to {_TARGETS[event]!r}")
+        if event == "user_replied":
+            if target != source:
+                raise DefinitionError(f"{where} on 'user_replied' must stay in {source!r}")
+            phase = phases.get(source)
+            if phase is not None and not phase.waits_for_user:
+                raise DefinitionError(
+                    f"{where} on 'user_replied': phase {source!r} never waits for the user "
+                    "(give it waits_for_user=True, or drop the transition)"
+                )
 
 
 def flow_table(machine: type[StateChart[Any]]) -> TransitionTable:
