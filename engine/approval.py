@@ -155,11 +155,12 @@ class Gate(Frozen):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision]]]
+Approver = Callable[[list[ApprovalRequest]], Awaitable[Mapping[str, Decision | bool]]]
 SyncApprover = Callable[[list[ApprovalRequest]], Mapping[str, Any]]
 """A blocking approver (e.g. one that asks on a terminal): `Agent` runs it in a thread."""
-"""Receives every gated call of one step; returns a decision per call id. A call left out is
-not decided yet: the run suspends there."""
+"""Receives every gated call of one step; returns a decision per call id (`True` approves,
+`False` denies with a standard reason). A call left out is not decided yet: the run suspends
+there."""
 
 
 def arguments_digest(tool: str, arguments: Any) -> str:
@@ -172,12 +173,20 @@ _DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
 _KINDS = "approve, deny, edit or abort"
 
 
+BOOLEAN_DENIAL = "denied by the approver (it answered False)"
+"""The reason a `False` answer gives its `Deny`, as the model and the audit trail see it."""
+
+
 def as_decision(value: object) -> Decision:
     """A decision from a `Decision` object, its dict form (`{"kind": "approve"}`) or its JSON
-    text; `DecisionError` for anything else, saying what a decision looks like. Its text
-    passes the entry rule for outside data (`engine/outside.py`): it is made storable."""
+    text, or a boolean (an approver answering as in seed 001's `onToolApproval`: `True` is
+    `Approve()`, `False` is `Deny(BOOLEAN_DENIAL)`); `DecisionError` for anything else, saying
+    what a decision looks like. Its text passes the entry rule for outside data
+    (`engine/outside.py`): it is made storable."""
     if isinstance(value, Approve | Deny | Edit | Abort | Result):
         return _entered(value)
+    if value is True or value is False:
+        return Approve() if value else Deny(BOOLEAN_DENIAL)
     try:
         if isinstance(value, str | bytes):
             return _entered(_DECISION.validate_json(value))
@@ -188,11 +197,13 @@ def as_decision(value: object) -> Decision:
         where = ".".join(str(p) for p in first["loc"]) or "decision"
         raise NotADecision(
             f"not a decision ({where}: {first['msg']}); give Approve(), Deny(reason), "
-            f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
+            f"Edit(arguments) or Abort(reason), their dict form with kind {_KINDS}, or "
+            "True (approve) / False (deny)"
         ) from None
     raise NotADecision(
         f"{type(value).__name__} is not a decision; give Approve(), Deny(reason), "
-        f"Edit(arguments) or Abort(reason), or their dict form with kind {_KINDS}"
+        f"Edit(arguments) or Abort(reason), their dict form with kind {_KINDS}, or "
+        "True (approve) / False (deny)"
     )
 
 

@@ -10,6 +10,10 @@ nothing; a refusal is a typed `DecisionError` naming the fields at fault, in thi
     value: by the tool's own model when the process has the tool, else by the JSON schema
     stored with the call)
 
+A decision may come as a boolean (seed 001's approver answers `true` to approve): `as_decision`
+makes `True` an `Approve()` and `False` a `Deny` with a standard reason (`BOOLEAN_DENIAL`),
+before any check; any other value that is not a decision is `NotADecision`.
+
 What is checked here is the decision's meaning for the run; the shape of outside input (a
 request body, its encoding) is checked where it enters.
 """

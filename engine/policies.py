@@ -19,6 +19,7 @@ from loopstate.engine.approval import (
     Approver,
     Decision,
     as_approver,
+    as_decision,
 )
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import DefinitionError
@@ -61,7 +62,7 @@ def chain_approvers(*approvers: object) -> Approver:
                 break
             answer = await approver(undecided)
             known = {r.call_id for r in undecided}
-            decided.update({cid: d for cid, d in answer.items() if cid in known})
+            decided.update({cid: as_decision(d) for cid, d in answer.items() if cid in known})
             if any(d.kind == "abort" for d in decided.values()):
                 break
         return decided

@@ -19,7 +19,7 @@ from loopstate import (
     ScriptedModel,
     tool,
 )
-from loopstate.engine.approval import as_approver, as_decision
+from loopstate.engine.approval import BOOLEAN_DENIAL, as_approver, as_decision
 from loopstate.engine.models.scripted import call
 from loopstate.engine.stores.sqlite import SQLiteStore
 
@@ -45,15 +45,18 @@ def agent(tmp_path: Path, **options: Any) -> Agent:
         ({"kind": "approve"}, Approve()),
         ('{"kind": "deny", "reason": "no"}', Deny("no")),
         (Deny("no"), Deny("no")),
+        (True, Approve()),
+        (False, Deny(BOOLEAN_DENIAL)),
     ],
-    ids=["dict", "json", "object"],
+    ids=["dict", "json", "object", "true", "false"],
 )
 def test_a_decision_is_parsed_from_its_object_dict_or_json_form(value: Any, expected: Any) -> None:
     assert as_decision(value) == expected
 
 
 @pytest.mark.parametrize(
-    "value", [{"kind": "yes"}, {"kind": "deny", "why": "x"}, "approve", 1, None, object()]
+    "value",
+    [{"kind": "yes"}, {"kind": "deny", "why": "x"}, "approve", "true", 1, 0, None, object()],
 )
 def test_anything_else_is_refused_with_a_decision_error_saying_what_a_decision_is(
     value: object,
@@ -88,6 +91,31 @@ async def test_an_approver_may_answer_with_decisions_in_their_dict_form(tmp_path
     assert result.status == "done"
     assert "not today" in result.messages[-2].content
     assert ran == []
+
+
+async def test_an_approver_answering_true_or_false_as_seed_001s_does_decides(
+    tmp_path: Path,
+) -> None:
+    def on_tool_approval(requests: list[ApprovalRequest]) -> dict[str, bool]:
+        return {r.call_id: r.arguments["to"] == "ada" for r in requests}
+
+    approved = await agent(tmp_path, approver=on_tool_approval).run("go")
+    assert (approved.status, ran) == ("done", ["ada"])
+
+    def refuse(requests: list[ApprovalRequest]) -> dict[str, bool]:
+        return {r.call_id: False for r in requests}
+
+    denied = await agent(tmp_path, approver=refuse).run("go")
+    assert (denied.status, ran) == ("done", [])
+    assert BOOLEAN_DENIAL in denied.messages[-2].content  # what the model was told
+    call = (await SQLiteStore(tmp_path / "runs.db").load(denied.run_id)).calls[0]
+    assert (call.status, call.decision) == ("denied", Deny(BOOLEAN_DENIAL))
+
+
+async def test_resume_takes_a_boolean_decision(tmp_path: Path) -> None:
+    suspended = await agent(tmp_path).run("go")
+    result = await agent(tmp_path).resume(suspended.run_id, decisions={"c1": True})  # type: ignore[dict-item]
+    assert (result.status, ran) == ("done", ["ada"])
 
 
 async def test_a_sync_approver_is_adapted_and_decides(tmp_path: Path) -> None:
