@@ -23,7 +23,13 @@ from typing import Any, Literal, ParamSpec, Protocol
 
 from loopstate.engine.clock import Clock
 from loopstate.engine.errors import DecisionError, LoopstateError, RunBusy
-from loopstate.engine.events import Event, RunFinished, RunSuspended, TransitionEvent
+from loopstate.engine.events import (
+    Event,
+    PhaseChanged,
+    RunFinished,
+    RunSuspended,
+    TransitionEvent,
+)
 from loopstate.engine.failure import failure_of
 from loopstate.engine.hooks import HookChain
 from loopstate.engine.lease import LeaseKeeper
@@ -243,7 +249,7 @@ class RunCore:
         shape as saved (what a fork at it starts from)."""
         if len(self.state.transitions) > len(self.saved.transitions):
             self.state = _marked(self.state)
-        state, ports = self.state, self.ports
+        state, ports, before = self.state, self.ports, self.saved
         await ports.store.save(state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s)
         self.saved = state
         announce, self._unannounced = self._unannounced, []
@@ -261,6 +267,21 @@ class RunCore:
             )
             if self.hooks is not None:
                 await self.hooks.on_transition(t)
+        await self._phase_changed(before, state, announce)
+
+    async def _phase_changed(
+        self, before: RunState, state: RunState, announced: list[Transition]
+    ) -> None:
+        """A flow run that changed phase with this save says so (`phase_changed`)."""
+        if before.phase == state.phase or state.phase is None:
+            return
+        moves = (
+            t for t in reversed(announced) if (t.source, t.target) == (before.phase, state.phase)
+        )
+        reason = next((t.reason for t in moves), None)
+        await self.emit(
+            PhaseChanged(**self.at(), source=before.phase, target=state.phase, reason=reason)
+        )
 
     async def emit(self, event: Event) -> None:
         """Keep `event` for the run's result, log it (one line), and hand it to the hooks."""

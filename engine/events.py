@@ -51,6 +51,16 @@ class TransitionEvent(_Event):
     actor: str | None = None
 
 
+class PhaseChanged(_Event):
+    """A flow run entered phase `target` (a final one when it ends): from `source`, or from
+    nothing when the run starts; `reason` is the transition's (e.g. the gate that opened)."""
+
+    kind: Literal["phase_changed"] = "phase_changed"
+    source: str | None = None
+    target: str
+    reason: str | None = None
+
+
 class ModelRequested(_Event):
     kind: Literal["model_request"] = "model_request"
     model: str
@@ -115,6 +125,7 @@ Event = Annotated[
     | RunSuspended
     | RunFinished
     | TransitionEvent
+    | PhaseChanged
     | ModelRequested
     | ModelResponded
     | ApprovalRequested
@@ -125,4 +136,4 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 """Every event of a run, one typed model per `kind` (`run_started`, `transition`,
-`model_request`, `tool_approval`, `tool_finished`, ...): in `RunResult.events` and to hooks."""
+`model_request`, `tool_approval`, `tool_finished`, a flow's `phase_changed`, ...): in `RunResult.events` and to hooks."""

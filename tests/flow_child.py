@@ -17,34 +17,50 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.machines.coaching import coaching_flow
 
 SCHEMA: dict[str, Any] = {
-    "goal_summary": "a 4:25 1500m",
+    "goal_analysis": {
+        "goal_type": "performance",
+        "sport": "running",
+        "event": "1500m",
+        "target_metric": "4:25",
+    },
     "fields": [
         {
-            "name": "age",
+            "field_name": "age",
             "question": "How old are you?",
             "reason": "recovery capacity",
             "priority": "required",
             "validation": {"kind": "number", "min": 13, "max": 100},
         },
         {
-            "name": "weekly_km",
-            "question": "How many km a week do you run?",
+            "field_name": "weekly_volume",
+            "question": "What's your current weekly running volume (km)?",
             "reason": "safe progression",
             "priority": "required",
             "validation": {"kind": "number", "min": 0},
         },
         {
-            "name": "injury_history",
-            "question": "Any injuries?",
+            "field_name": "injury_history",
+            "question": "Any current injuries or recurring issues?",
             "reason": "contraindications",
             "priority": "required",
         },
         {
-            "name": "track_access",
+            "field_name": "training_days",
+            "question": "How many days per week can you train?",
+            "reason": "plan structure",
+            "priority": "required",
+            "validation": {"kind": "number", "min": 1, "max": 7},
+        },
+        {
+            "field_name": "track_access",
             "question": "Track access?",
             "reason": "workout venue",
+            "user_facing_reason": "it changes how intervals are set",
             "priority": "optional",
         },
+    ],
+    "safety_flags": [
+        {"condition": "injury_history contains 'stress fracture'", "action": "require_review"}
     ],
 }
 
@@ -57,24 +73,31 @@ PLAN: dict[str, Any] = {
     ],
 }
 
+ANSWERS = "43, 70 km a week, 5 days, a stress fracture last year"
+"""What the user says in the happy path: the seed's flagged athlete."""
 
-def answers(age: Any = 43, km: Any = 40, injuries: str = "none") -> Turn:
+
+def answers(
+    age: Any = 43, volume: Any = 70, injuries: str = "stress fracture last year", days: Any = 5
+) -> Turn:
     return calls(
         call("collect_data", {"field": "age", "value": age}),
-        call("collect_data", {"field": "weekly_km", "value": km}),
+        call("collect_data", {"field": "weekly_volume", "value": volume}),
         call("collect_data", {"field": "injury_history", "value": injuries}),
+        call("collect_data", {"field": "training_days", "value": days}),
     )
 
 
 def happy_script() -> list[Any]:
-    """One model for every phase, turn by step: the conversation of the happy path."""
+    """One model for every phase, turn by step: the conversation of the happy path (the
+    safety rules flag the athlete, so the plan waits for a person's approval)."""
     return [
         call("set_goal", {"goal": "run a 4:25 1500m"}),  # goal_capture
         call("submit_intake_schema", SCHEMA),  # analyst
-        text("How old are you, how far do you run a week, and any injuries?"),  # intake
-        answers(),
+        text("How old are you, how far do you run a week, how many days, and any injuries?"),
+        answers(),  # intake
         text("Thanks, that is everything."),
-        call("generate_plan", PLAN),  # plan (needs approval)
+        call("generate_plan", PLAN),  # plan (flagged: needs approval)
         text("Here is your 8-week plan."),  # present
         call("respond_to_plan", {"decision": "accept"}),
     ]

@@ -72,7 +72,9 @@ async def record(tape: Path) -> None:
     models = {p: model for p in ("default", "analyst", "plan")}
     flow = coaching_flow(models=models, store=MemoryStore(), hooks=[Recorder(tape)])  # type: ignore[arg-type]
     first = await flow.run("I want to run a 4:25 1500m")
-    second = await flow.resume(first.run_id, message="43, 40 km a week, no injuries")
+    second = await flow.resume(
+        first.run_id, message="43, 70 km a week, 5 days, a stress fracture last year"
+    )
     await flow.resume(first.run_id, decisions={second.pending[0].call_id: Approve()})
     await flow.resume(first.run_id, message="Looks great!")
 

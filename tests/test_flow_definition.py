@@ -166,3 +166,11 @@ def test_user_replied_on_a_phase_that_never_waits_is_refused() -> None:
     phases = {**PHASES, "intake": Phase(model=MODEL)}  # intake accepts user_replied
     with pytest.raises(DefinitionError, match="phase 'intake' never waits for the user"):
         Flow(CoachingFlow, phases, models={"default": MODEL}, store=MemoryStore())
+
+
+def test_a_form_may_ask_exactly_the_fields_of_the_profile() -> None:
+    import typing
+
+    from loopstate.machines.coaching.shapes import IntakeData, IntakeFieldName
+
+    assert list(typing.get_args(IntakeFieldName)) == list(IntakeData.model_fields)

@@ -41,7 +41,9 @@ async def test_a_user_who_answers_hours_later_in_another_process_continues_the_r
     listed = await SQLiteStore(db).list_runs(status="awaiting_input")
     assert [r.run_id for r in listed] == ["coach-1"]
 
-    second = child(db, "reply", "43, 40 km a week, no injuries", at=1_000 + 5 * HOUR)
+    second = child(
+        db, "reply", "43, 70 km a week, 5 days, a stress fracture last year", at=1_000 + 5 * HOUR
+    )
     assert (second["status"], second["phase"], second["pending"]) == (
         "awaiting_approval",
         "plan",
@@ -62,7 +64,7 @@ async def test_a_user_who_answers_hours_later_in_another_process_continues_the_r
     ]
     assert [m.content for m in state.messages if m.role == "user"] == [
         "I want to run a 4:25 1500m",
-        "43, 40 km a week, no injuries",
+        "43, 70 km a week, 5 days, a stress fracture last year",
         "Looks great",
     ]
 

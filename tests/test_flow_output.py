@@ -22,7 +22,10 @@ async def test_an_invalid_output_is_sent_back_with_its_error_and_a_valid_one_is_
     retry = analyst.requests[1]
     assert retry.tool_choice == "required"
     assert "field names must be unique" in retry.messages[-1].content  # type: ignore[union-attr]
-    assert [f["name"] for f in result.data["intake_schema"]["fields"]][:2] == ["age", "weekly_km"]
+    assert [f["field_name"] for f in result.data["intake_schema"]["fields"]][:2] == [
+        "age",
+        "weekly_volume",
+    ]
 
 
 async def test_an_output_still_invalid_after_the_limit_fails_the_run_saying_why() -> None:

@@ -23,7 +23,9 @@ def flow(model: ScriptedModel, **options: object):
 async def record(tape: Path):
     recording = flow(ScriptedModel(happy_script()), hooks=[Recorder(tape)])
     first = await recording.run("I want to run a 4:25 1500m")
-    second = await recording.resume(first.run_id, message="43, 40 km a week, no injuries")
+    second = await recording.resume(
+        first.run_id, message="43, 70 km a week, 5 days, a stress fracture last year"
+    )
     third = await recording.resume(first.run_id, decisions={second.pending[0].call_id: Approve()})
     return await recording.resume(third.run_id, message="Looks great!")
 

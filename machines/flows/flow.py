@@ -15,6 +15,7 @@ from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncA
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import DefinitionError, RunNotResumable, UnknownCall
+from loopstate.engine.events import PhaseChanged
 from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
@@ -24,8 +25,10 @@ from loopstate.engine.operations import abort_run, queue_routed, route_decisions
 from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import OutsideError, outside, outside_text
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
+from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.sync import blocking, refuse_in_loop
 from loopstate.engine.tree import (
     UsageReport,
     pending_tree,
@@ -131,6 +134,56 @@ class Flow:
         self, message: str, *, data: FlowData | None = None, run_id: str | None = None
     ) -> FlowResult:
         """Start a run with the user's first message (and any data known up front)."""
+        return await self._run(message, data, run_id, None)
+
+    def stream(
+        self, message: str, *, data: FlowData | None = None, run_id: str | None = None
+    ) -> RunStream[FlowResult]:
+        """`run`, streamed as `Agent.stream` is: `async for event in flow.stream(message)`
+        yields the run's events, the phases' model deltas among them, and a `phase_changed`
+        event each time the flow enters a phase (the first at the start); `.result` is the
+        `FlowResult` once the iteration ends."""
+        return RunStream(lambda feed: self._run(message, data, run_id, feed))
+
+    def stream_resume(
+        self,
+        run_id: str,
+        *,
+        message: str | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        results: Mapping[str, Any] | None = None,
+        actor: str = "resume",
+    ) -> RunStream[FlowResult]:
+        """`resume`, streamed, as `stream` is `run`."""
+        given = Given.of(decisions, results, message, actor)
+        return RunStream(lambda feed: self._resume(run_id, given, feed=feed))
+
+    def run_sync(
+        self, message: str, *, data: FlowData | None = None, run_id: str | None = None
+    ) -> FlowResult:
+        """`run` for code that is not async (the rules of `Agent.run_sync`: refused inside a
+        running event loop; interrupted, the run stays where it was saved)."""
+        refuse_in_loop("flow.run(...)")
+        run_id = run_id or self.ids()
+        coroutine = self.run(message, data=data, run_id=run_id)
+        return blocking(coroutine, instead="flow.run(...)", run_id=run_id)
+
+    def resume_sync(
+        self,
+        run_id: str,
+        *,
+        message: str | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        actor: str = "resume",
+    ) -> FlowResult:
+        """`resume` for code that is not async (same rules as `run_sync`)."""
+        refuse_in_loop("flow.resume(...)")
+        coroutine = self.resume(run_id, message=message, decisions=decisions, actor=actor)
+        return blocking(coroutine, instead="flow.resume(...)", run_id=run_id)
+
+    async def _run(
+        self, message: str, data: FlowData | None, run_id: str | None, feed: Hooks | None
+    ) -> FlowResult:
         first = self.phases[self.initial].spec
         start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
         if self.data is not None and (why := misfit(self.data, start)) is not None:
@@ -145,7 +198,8 @@ class Flow:
             ),
             now=self.clock(),
         )
-        return await self._result(await self._protocol.start(state, model=self._model_names()))
+        core = await self._protocol.start(state, model=self._model_names(), feed=feed)
+        return await self._result(core)
 
     async def resume(
         self,
@@ -163,7 +217,18 @@ class Flow:
         with `results` (by call id) for its external tools' calls (`Result`). `owner` is the
         lease owner to resume under (a worker that claimed the run)."""
         given = Given.of(decisions, results, message, actor)
-        core = await self._protocol.resume(run_id, given, owner=owner, drain=drain)
+        return await self._resume(run_id, given, owner=owner, drain=drain)
+
+    async def _resume(
+        self,
+        run_id: str,
+        given: Given,
+        *,
+        owner: str | None = None,
+        drain: asyncio.Event | None = None,
+        feed: Hooks | None = None,
+    ) -> FlowResult:
+        core = await self._protocol.resume(run_id, given, owner=owner, drain=drain, feed=feed)
         return await self._result(core)
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
@@ -257,7 +322,9 @@ class _FlowKind:
         return nullcontext()
 
     async def begin(self, steps: FlowSteps) -> None:
-        return None
+        """A new run says which phase it starts in (`phase_changed` from nothing)."""
+        core = steps.core
+        await core.emit(PhaseChanged(**core.at(), target=self.flow.initial))
 
 
 async def _route(

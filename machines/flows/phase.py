@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from loopstate.engine.approval import Gate
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.options import StopCondition
 from loopstate.engine.state import CallRecord, RunState
-from loopstate.engine.tool import Tool, Toolset
+from loopstate.engine.tool import Tool, ToolContext, Toolset
 
 if TYPE_CHECKING:
     from loopstate.machines.agent.agent import Agent
@@ -35,18 +36,24 @@ data and leaves its input unchanged."""
 DataStep = Callable[[FlowData], FlowData]
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 @dataclass(frozen=True)
-class Output:
+class Output(Generic[M]):
     """A structured output the phase must produce: the model submits it by calling `tool`,
     whose parameters are `model`'s schema. Arguments that do not validate go back to the model
     with the validation error, up to `attempts` times; then the run fails, saying why."""
 
-    model: type[BaseModel]
+    model: type[M]
     tool: str | None = None
     """Default: `submit_<phase>`."""
     key: str | None = None
     """Where the validated output lands in the data (JSON). Default: the phase's name."""
-    needs_approval: bool = False
+    needs_approval: bool | Callable[[M, ToolContext[Any]], bool | Gate] = False
+    """Whether a submission waits for a decision: always, never, or as a predicate over the
+    submitted output (typed: `M`) and the call's context decides (`ctx.deps` is `FlowDeps`:
+    the data so far), e.g. only when the safety check flagged something."""
     attempts: int = 3
     description: str | None = None
 
@@ -60,7 +67,7 @@ class Phase:
     model: str | Model | None = None
     """Overridden by the flow's `models[name]`; falls back to `models["default"]`."""
     tool_choice: ToolChoice = "auto"
-    output: type[BaseModel] | Output | None = None
+    output: type[BaseModel] | Output[Any] | None = None
     stop_when: Sequence[StopCondition] = ()
     waits_for_user: bool = False
     """When the loop ends and no gate opens, wait (durably) for the user's next message."""
@@ -91,7 +98,7 @@ class BoundPhase:
     tools: Mapping[str, Tool]
     stop_when: tuple[StopCondition, ...]
     tool_choice: ToolChoice
-    output: Output | None
+    output: Output[Any] | None
     output_tool: str | None
     output_key: str | None
     agent: Agent | None = None
@@ -181,7 +188,7 @@ class _Known(dict[str, Any]):
         return f"(unknown: {key})"
 
 
-def output_tool(name: str, output: Output) -> Tool:
+def output_tool(name: str, output: Output[Any]) -> Tool:
     """The tool through which a model submits a phase's structured output."""
     doc = output.description or (output.model.__doc__ or "").strip()
     title = output.model.__name__
