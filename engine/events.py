@@ -136,4 +136,5 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 """Every event of a run, one typed model per `kind` (`run_started`, `transition`,
-`model_request`, `tool_approval`, `tool_finished`, a flow's `phase_changed`, ...): in `RunResult.events` and to hooks."""
+`model_request`, `tool_approval`, `tool_finished`, a flow's `phase_changed`, ...): in
+`RunResult.events` and to hooks."""

@@ -125,7 +125,7 @@ def test_a_flow_is_answered_approved_and_aborted_from_the_shell(tmp_path: Path) 
         sys.path.remove(str(tmp_path))
     assert first.status == "awaiting_input"
     resumed = loopstate("resume", first.run_id, "--agent", "coachflows:flow", "--message",
-                        "43, 70 km a week, 5 days, a stress fracture last year", cwd=tmp_path)  # fmt: skip
+                        "43, 70 km a week, 5 days, a stress fracture", cwd=tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "status: awaiting_approval" in resumed.stdout
     shown = json.loads(loopstate("runs", "show", first.run_id, "--json", cwd=tmp_path).stdout)

@@ -20,8 +20,8 @@ PUBLIC = [
     "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall", "ToolContext",
     "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition", "Turn",
     "UnexpectedRequest", "Usage", "UsageReport", "UserMessage", "chain_approvers", "compose",
-    "has_tool_call", "merge", "pending_tree", "reads", "replay", "replay_flow", "replay_sync", "run_tree",
-    "step_count_is", "tool", "usage_tree",
+    "has_tool_call", "merge", "pending_tree", "reads", "replay", "replay_flow", "replay_sync",
+    "run_tree", "step_count_is", "tool", "usage_tree",
 ]  # fmt: skip
 
 
