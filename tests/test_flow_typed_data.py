@@ -202,3 +202,13 @@ async def test_without_a_data_model_reads_still_keeps_a_gate_closed_on_an_absent
     assert (await flow.store.load(result.run_id)).flow.held == (  # type: ignore[union-attr]
         "gate has_topic reads topic: absent"
     )
+
+
+async def test_a_data_model_that_ignores_extra_keys_still_has_them_refused() -> None:
+    class Loose(BaseModel):  # pydantic's default: extra keys ignored, silently
+        profile: dict[str, Any] = {}
+        greeting: Greeting | None = None
+
+    flow = Flow(Signup, phases(), data=Loose, model=ScriptedModel([]), store=MemoryStore())
+    with pytest.raises(OutsideError, match="nickname: not a field of Loose"):
+        await flow.run("Hi", data={"nickname": "Ada"})

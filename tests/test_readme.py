@@ -95,6 +95,7 @@ def test_every_python_block_of_the_readme_runs_in_order(
     assert len(server.requests) == 6  # the replay made none
     assert (tmp_path / "cassettes/typo.jsonl").exists()
     assert "done Your invoice is under Settings → Billing." in out
+    assert "phase: triage\n['answer', 'done'] Refunds take 5 days." in out  # a typed flow, streamed
 
 
 def test_the_example_without_a_key_prints_why_the_run_failed(

@@ -16,7 +16,7 @@ FlowData = dict[str, Any]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class IntakeData(_Strict):

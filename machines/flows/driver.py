@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ParamSpec, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from statemachine import StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -155,7 +155,7 @@ class FlowSteps(OnCore):
             if missing is None:
                 data, facts = fit(self.config.data, dict(self.flow.data))
                 self._move(data=data)
-        except ValidationError:
+        except ValueError:  # pydantic's ValidationError is one
             assert self.config.data is not None
             why = misfit(self.config.data, dict(self.flow.data))
             title = self.config.data.__name__

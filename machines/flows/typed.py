@@ -162,22 +162,43 @@ def _check_gate(
 
 def fit(model: type[BaseModel] | None, data: FlowData) -> tuple[FlowData, Any]:
     """`data` as stored (validated, unset fields left out) and as gates see it (the model);
-    unchanged without a model. `pydantic.ValidationError` when it does not fit."""
+    unchanged without a model. `ValueError` (pydantic's `ValidationError` among them) when it
+    does not fit."""
     if model is None:
         return data, data
     typed = model.model_validate(data)
-    return typed.model_dump(mode="json", exclude_unset=True), typed
+    stored = typed.model_dump(mode="json", exclude_unset=True)
+    unknown = _dropped(data, stored)
+    if unknown:  # a model that ignores extra keys would lose them silently: refuse them
+        raise ValueError(f"{', '.join(unknown)}: not a field of {model.__name__}")
+    return stored, typed
 
 
 def misfit(model: type[BaseModel], data: FlowData) -> str | None:
     """Why `data` does not fit `model`, in one line per error, or None."""
     try:
-        model.model_validate(data)
+        fit(model, data)
     except ValidationError as exc:
         return "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors()
         )
+    except ValueError as exc:
+        return str(exc)
     return None
+
+
+def _dropped(given: Any, kept: Any, prefix: str = "") -> list[str]:
+    """The keys of `given` that validation left out of `kept` (dotted), however deep."""
+    if not isinstance(given, Mapping) or not isinstance(kept, Mapping):
+        return []
+    dropped: list[str] = []
+    for key, value in given.items():
+        path = f"{prefix}{key}"
+        if key not in kept:
+            dropped.append(path)
+        else:
+            dropped += _dropped(value, kept[key], f"{path}.")
+    return dropped
 
 
 def closed_gates(machine: type[StateChart[Any]], phase: str, facts: Any) -> str | None:
