@@ -107,6 +107,7 @@ async def test_an_unknown_field_goes_back_to_the_model_and_an_absent_one_keeps_t
     assert first.data == {"profile": {"name": "Ada"}}  # nothing of the refused call
     assert stored.flow is not None
     assert stored.flow.held == "gate adult reads profile.age: absent"
+    assert first.held == stored.flow.held
     final = await flow.resume(first.run_id, message="36")
     assert (final.status, final.phase) == ("done", "done")
     assert final.data["profile"] == {"name": "Ada", "age": 36}  # validated: "36" became 36
@@ -158,6 +159,20 @@ def test_a_typed_flows_gate_must_name_what_it_reads() -> None:
 
     with pytest.raises(DefinitionError, match=r"gate 'adult' .* decorate it with @reads"):
         signup([], Silent)
+
+
+def test_an_output_must_land_in_a_field_of_its_type() -> None:
+    class Other(BaseModel):
+        text: str
+
+    with pytest.raises(DefinitionError, match=r"puts a Other in 'greeting'.* as a Greeting"):
+        Flow(
+            Signup,
+            {**phases(), "greet": Phase(output=Output(Other, key="greeting"))},
+            data=Data,
+            model=ScriptedModel([]),
+            store=MemoryStore(),
+        )
 
 
 def test_an_output_must_land_in_a_field_of_the_data() -> None:

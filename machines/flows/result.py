@@ -19,11 +19,19 @@ class FlowResult(RunResult):
 
     phase: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+    held: str | None = None
+    """Why the phase did not advance, when a gate stayed shut for an absent field (`@reads`)."""
 
     @classmethod
     def of(cls, state: RunState, events: tuple[Event, ...] = ()) -> FlowResult:
         base = RunResult.of(state, events)
-        return cls(**dict(base), phase=state.phase, data=state.flow.data if state.flow else {})
+        flow = state.flow
+        return cls(
+            **dict(base),
+            phase=state.phase,
+            data=flow.data if flow else {},
+            held=flow.held if flow else None,
+        )
 
 
 @dataclass(frozen=True)

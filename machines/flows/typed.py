@@ -128,11 +128,19 @@ def check_data_model(
 
 
 def _check_phase(model: type[BaseModel], name: str, bound: BoundPhase) -> None:
-    if bound.output_key is not None and bound.output_key not in model.model_fields:
+    key, output = bound.output_key, bound.output
+    if key is not None and key not in model.model_fields:
         raise DefinitionError(
-            f"phase {name!r} puts its output in {bound.output_key!r}: {model.__name__} has "
+            f"phase {name!r} puts its output in {key!r}: {model.__name__} has "
             f"no such field (its fields: {', '.join(model.model_fields)})"
         )
+    if key is not None and output is not None:
+        held = _model_in(model.model_fields[key].annotation)
+        if held is not None and not issubclass(output.model, held):
+            raise DefinitionError(
+                f"phase {name!r} puts a {output.model.__name__} in {key!r}, which "
+                f"{model.__name__} holds as a {held.__name__}"
+            )
     spec = bound.spec
     for what, fn in (("action", spec.action), ("on_enter", spec.on_enter)):
         for path in fields_read(fn) or ():
