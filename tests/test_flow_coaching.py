@@ -313,3 +313,5 @@ async def test_a_safety_field_the_form_forgot_is_asked_for_before_safety_runs() 
     told = model.requests[-1].messages[0].content
     assert "Still missing: age, weekly_volume, injury_history, training_days" in told  # type: ignore[operator]
     assert "- weekly_volume (required): What's your current weekly running volume" in told  # type: ignore[operator]
+    assert "4. Do NOT offer training advice. Do NOT generate a plan." in told  # type: ignore[operator]
+    assert "I want to make sure I build you the right plan" in told  # type: ignore[operator]

@@ -42,3 +42,19 @@ async def test_an_output_still_invalid_after_the_limit_fails_the_run_saying_why(
     last = result.transitions[-1]
     assert (last.source, last.target, last.event) == ("analyst", "failed", "fail")
     assert last.actor == "flow"
+
+
+async def test_a_key_the_schema_does_not_know_is_refused_to_the_analyst_not_dropped() -> None:
+    analyst = ScriptedModel(
+        [
+            call("submit_intake_schema", SCHEMA | {"notes": "x"}),
+            call("submit_intake_schema", SCHEMA),
+        ]
+    )
+    goal = ScriptedModel([call("set_goal", {"goal": "1500m"}), "How old are you?"])
+    flow = coaching_flow(models={"default": goal, "analyst": analyst}, store=MemoryStore())
+    result = await flow.run("I want to run a 4:25 1500m")
+    assert (result.status, result.phase) == ("awaiting_input", "intake")
+    told = analyst.requests[1].messages[-1].content
+    assert "notes" in told  # type: ignore[operator]
+    assert "Extra inputs are not permitted" in told  # type: ignore[operator]
