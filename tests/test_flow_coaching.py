@@ -9,7 +9,7 @@ from flow_child import ANSWERS, PLAN, SCHEMA, answers, happy_script
 
 from loopstate import Approve, DefinitionError, MemoryStore, ScriptedModel
 from loopstate.engine.models.scripted import call, calls, text
-from loopstate.machines.coaching import DEFAULT_RULES, SafetyRule, coaching_flow
+from loopstate.machines.coaching import DEFAULT_RULES, SafetyRule, coaching_flow, safety_check
 from loopstate.machines.flows import Flow, FlowResult
 
 
@@ -315,3 +315,18 @@ async def test_a_safety_field_the_form_forgot_is_asked_for_before_safety_runs() 
     assert "- weekly_volume (required): What's your current weekly running volume" in told  # type: ignore[operator]
     assert "4. Do NOT offer training advice. Do NOT generate a plan." in told  # type: ignore[operator]
     assert "I want to make sure I build you the right plan" in told  # type: ignore[operator]
+
+
+def test_the_seeds_own_answers_fire_the_stress_fracture_rule() -> None:
+    check = safety_check(DEFAULT_RULES)
+    seed = {"age": 43, "training_days": 5, "injury_history": "stress fracture", "weekly_volume": 70}
+    verdict = check({"answers": seed})["safety"]
+    assert verdict["status"] == "approved_with_warnings"
+    assert [f["rule"] for f in verdict["flags"]] == ["stress_fracture_volume"]
+
+
+def test_a_rule_whose_field_is_unanswered_blocks_instead_of_passing() -> None:
+    check = safety_check(DEFAULT_RULES)
+    verdict = check({"answers": {"age": 43, "training_days": 5, "injury_history": "none"}})
+    assert verdict["safety"]["status"] == "blocked"  # weekly_volume unknown: cannot be cleared
+    assert verdict["safety"]["blocked"] == ["The safety check needs weekly_volume before a plan."]
