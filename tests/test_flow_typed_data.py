@@ -227,3 +227,28 @@ async def test_a_data_model_that_ignores_extra_keys_still_has_them_refused() -> 
     flow = Flow(Signup, phases(), data=Loose, model=ScriptedModel([]), store=MemoryStore())
     with pytest.raises(OutsideError, match="nickname: not a field of Loose"):
         await flow.run("Hi", data={"nickname": "Ada"})
+
+
+async def test_code_that_writes_a_field_the_data_lacks_fails_the_run_saying_so() -> None:
+    class Coded(FlowMachine):
+        step = State(initial=True)
+        done, failed, aborted = State(final=True), State(final=True), State(final=True)
+        advance = step.to(done, cond="named")
+        fail = failed.from_(step)
+        abort = aborted.from_(step)
+
+        @reads("profile.name")
+        def named(self, data: Data) -> bool:
+            return True
+
+    flow = Flow(
+        Coded,
+        {"step": Phase(action=lambda data: {**data, "oops": 1})},
+        data=Data,
+        store=MemoryStore(),
+    )
+    result = await flow.run("go")
+    assert (result.status, result.phase) == ("failed", "failed")
+    assert result.error == (
+        "phase 'step': the data does not fit Data: oops: Extra inputs are not permitted"
+    )

@@ -150,16 +150,7 @@ class FlowSteps(OnCore):
 
     async def _advance(self, bound: BoundPhase) -> bool:
         missing = None if bound.agent is not None else self._fold(bound)
-        facts = None
-        try:
-            if missing is None:
-                data, facts = fit(self.config.data, dict(self.flow.data))
-                self._move(data=data)
-        except ValueError:  # pydantic's ValidationError is one
-            assert self.config.data is not None
-            why = misfit(self.config.data, dict(self.flow.data))
-            title = self.config.data.__name__
-            missing = f"phase {bound.name!r}: the data does not fit {title}: {why}"
+        facts, missing = self._fitted(bound) if missing is None else (None, missing)
         if missing is not None:
             await self.core.end(self, "fail", Cause(missing, "flow"), error=missing)
             return True
@@ -191,6 +182,19 @@ class FlowSteps(OnCore):
             self._loop = None
         await self.core.save()
         return True
+
+    def _fitted(self, bound: BoundPhase) -> tuple[Any, str | None]:
+        """The data as the gates see it (fitted to the flow's data model, if it has one, and
+        stored so), or why it does not fit."""
+        model, data = self.config.data, dict(self.flow.data)
+        try:
+            stored, facts = fit(model, data)
+        except ValueError:  # pydantic's ValidationError is one
+            assert model is not None
+            why = misfit(model, data)
+            return None, f"phase {bound.name!r}: the data does not fit {model.__name__}: {why}"
+        self._move(data=stored)
+        return facts, None
 
     def _fold(self, bound: BoundPhase) -> str | None:
         """Fold the turn's successful calls into the data; the reason the phase failed when it
