@@ -252,3 +252,19 @@ async def test_code_that_writes_a_field_the_data_lacks_fails_the_run_saying_so()
     assert result.error == (
         "phase 'step': the data does not fit Data: oops: Extra inputs are not permitted"
     )
+
+
+async def test_an_output_with_a_key_its_model_does_not_know_goes_back_to_the_model() -> None:
+    flow = signup(
+        [
+            call("record", {"field": "age", "value": 40}),
+            "Thanks.",
+            call("submit_greet", {"text": "Hi!", "mood": "cheerful"}),  # Greeting has no mood
+            call("submit_greet", {"text": "Welcome!"}),
+        ]
+    )
+    result = await flow.run("Hi")
+    assert (result.status, result.data["greeting"]) == ("done", {"text": "Welcome!"})
+    told = [m.content for m in result.messages if m.role == "tool"]
+    assert "mood" in told[1]
+    assert "Extra inputs are not permitted" in told[1]

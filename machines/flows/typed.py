@@ -234,7 +234,18 @@ def typed_tools(bound: BoundPhase, model: type[BaseModel]) -> BoundPhase:
         name: _checked(tool, updates[name], model) if name in updates else tool
         for name, tool in bound.tools.items()
     }
+    if bound.output_tool in tools:  # a key the output does not know is refused, not dropped
+        tool = tools[bound.output_tool]
+        tools[bound.output_tool] = replace(tool, args_model=_forbidding(tool.args_model))
     return replace(bound, tools=tools)
+
+
+def _forbidding(args: type[BaseModel]) -> type[BaseModel]:
+    """`args`, refusing keys it does not know (its own fields, same schema otherwise)."""
+    if args.model_config.get("extra") == "forbid":
+        return args
+    config = {**args.model_config, "extra": "forbid"}
+    return type(args.__name__, (args,), {"model_config": config, "__doc__": args.__doc__})
 
 
 def _checked(tool: Tool, update: Update, model: type[BaseModel]) -> Tool:
