@@ -255,11 +255,14 @@ async def test_the_analyst_reframes_the_goal_through_questions_once() -> None:
     assert "How much do you sleep?" in asked  # type: ignore[operator]
     assert "never tell them their goal is wrong" in asked  # type: ignore[operator]
     assert first.data["reframe"]["stated_goal"] == "run a 4:25 1500m"
+    assert len(model.requests) == 3  # the analyst runs again only once the user has answered
     assert "goal" not in first.data  # the user restates it after the questions
     second = await flow.resume(first.run_id, message="Badly, 6 hours. I'd rather not get hurt.")
     assert (second.status, second.phase) == ("awaiting_input", "intake")
     assert second.data["goal"] == "a 4:25 1500m, without getting hurt again"
     assert [t for _, t, e, _ in phases(second) if e == "advance"].count("goal_capture") == 1
+    told = model.requests[4].messages[0].content  # the analyst, the second time
+    assert "Do not reframe it again" in told  # type: ignore[operator]
 
 
 def test_a_safety_rule_over_a_field_the_intake_lacks_is_refused_when_the_flow_is_built() -> None:

@@ -18,8 +18,8 @@ from statemachine import State
 from loopstate.engine.approval import Gate
 from loopstate.engine.tool import ToolContext
 from loopstate.machines.coaching.prompts import (
-    ANALYST,
     PRESENT,
+    analyst_instructions,
     goal_instructions,
     intake_instructions,
     plan_instructions,
@@ -220,7 +220,7 @@ PHASES: dict[str, Phase] = {
         on_enter=_enter_goal_capture,
     ),
     "analyst": Phase(
-        instructions=ANALYST,
+        instructions=analyst_instructions,
         output=Output(IntakeSchema, tool="submit_intake_schema", key="intake_schema"),
     ),
     "intake": Phase(

@@ -37,6 +37,19 @@ def goal_instructions(data: FlowData) -> str:
     )
 
 
+def analyst_instructions(data: FlowData) -> str:
+    """ANALYST: the seed's prompt; after a reframe, the note that the user has reconsidered."""
+    coaching = known(data)
+    text = ANALYST.replace("{goal}", str(coaching.goal))
+    if coaching.reframe is not None:
+        text += (
+            f"\nThe user has already reconsidered their goal (first stated: "
+            f"{coaching.reframe.stated_goal}) after questions toward: "
+            f"{coaching.reframe.internal_goal}. Do not reframe it again: write the form."
+        )
+    return text
+
+
 ANALYST = (
     "You are a sports science analyst. The user's goal: {goal}. Determine the MINIMUM data "
     "points required to create a safe, personalized training plan.\n"
