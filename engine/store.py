@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
@@ -38,16 +40,29 @@ def lease_is_live(holder: str | None, until: float, *, owner: str, now: float) -
     its process is not known to be dead (same host, pid gone: a crash; no need to wait)."""
     if holder is None or holder == owner or until <= now:
         return False
+    return not holder_gone(holder)
+
+
+def holder_gone(holder: str) -> bool:
+    """Whether lease owner `holder` (`host:pid:…`) is provably gone: it ran on this host and
+    its process no longer exists. Any other holder may be alive."""
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-    return True
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def claimable(holder: str | None, until: float, *, owner: str, now: float) -> bool:
+    """Whether `claim` may lease to `owner` a ready run `holder` leased until `until`: the
+    lease expired, or its holder is someone else who is provably gone (`holder_gone`)."""
+    return until <= now or (holder is not None and holder != owner and holder_gone(holder))
 
 
 def check_append_only(stored: RunState, messages: int, transitions: int) -> None:
@@ -242,6 +257,37 @@ class Store(Protocol):
         """Forget `key` (its request failed without an answer worth repeating)."""
 
 
+class Pruned(Frozen):
+    """What `Prunable.prune` removed."""
+
+    events: int
+    answers: int
+
+
+@runtime_checkable
+class Waking(Protocol):
+    """A store that can tell a process when a run may have become ready for a worker (the
+    PostgreSQL store: LISTEN/NOTIFY), so workers need not poll for it."""
+
+    def listen(self, wake: Callable[[], None]) -> AbstractAsyncContextManager[None]:
+        """While inside, call `wake` whenever another process left a run ready."""
+        ...
+
+
+class Prunable(Protocol):
+    """A store whose event log and idempotency answers can be pruned (every store here)."""
+
+    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+        """Remove the log's entries written before `before`, but none with an id above
+        `keep_after` (a connected reader still needs those), and the idempotency answers
+        kept since before `before`. Ids are never reused: `pruned_upto` says where the log
+        now starts."""
+
+    async def pruned_upto(self) -> int:
+        """The highest id pruned from the log (0: none): a reader that saw less than it has
+        missed entries and must start over (the service's `reset` event)."""
+
+
 MEMORY_LOG = 10_000
 """Entries of its event log a `MemoryStore` keeps (the newest)."""
 
@@ -311,7 +357,8 @@ class MemoryStore:
         free = [
             r
             for r in self._runs.values()
-            if ready(r) and self._leases.get(r.run_id, (None, 0.0))[1] <= now
+            if ready(r)
+            and claimable(*self._leases.get(r.run_id, (None, 0.0)), owner=owner, now=now)
         ]
         claimed = [r.run_id for r in sorted(free, key=lambda r: r.updated_at)[:limit]]
         for run_id in claimed:
@@ -343,6 +390,23 @@ class MemoryStore:
 
     async def last_event_id(self) -> int:
         return self._dropped + len(self._events)
+
+    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+        upto = self._dropped + len(self._events) if keep_after is None else keep_after
+        old = 0
+        for fields in self._events[: max(0, upto - self._dropped)]:
+            if fields["updated_at"] >= before:
+                break
+            old += 1
+        del self._events[:old]
+        self._dropped += old
+        stale = [key for key, kept in self._keys.items() if kept.at < before]
+        for key in stale:
+            del self._keys[key]
+        return Pruned(events=old, answers=len(stale))
+
+    async def pruned_upto(self) -> int:
+        return self._dropped
 
     async def reserve_key(
         self, key: str, fingerprint: str, *, now: float, stale_s: float

@@ -2,8 +2,10 @@
 
 Several workers (processes, hosts) may share one store: `Store.claim` leases each ready run to
 one of them, and the worker resumes it under that lease. A run whose worker died (SIGKILL, a
-lost host) is `running` with a lease nobody renews; once it expires another worker claims it
-and the crash rules apply (`Executor.recover`: a non-idempotent tool is never run again).
+lost host) is `running` with a lease nobody renews; another worker claims it once the lease
+expires, or at once when its holder is provably gone (a process of this host that no longer
+exists; on PostgreSQL, a session that no longer exists), and the crash rules apply
+(`Executor.recover`: a non-idempotent tool is never run again).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from loopstate.engine.clock import Clock
 from loopstate.engine.errors import LoopstateError, RunDamaged
 from loopstate.engine.logs import get_logger
-from loopstate.engine.store import DEFAULT_LEASE_S, lease_owner
+from loopstate.engine.store import DEFAULT_LEASE_S, Waking, lease_owner
 
 if TYPE_CHECKING:
     from loopstate.engine.store import Store
@@ -38,8 +40,9 @@ class Resumable(Protocol):
 
 class Worker:
     """Resumes the runs of `target`'s store that are ready, `concurrency` at a time, polling
-    the store every `poll_s` seconds when none is. `lease_s` is the claimed lease's length:
-    give the same to the target (`clone(lease_s=...)`), whose saves renew it."""
+    the store every `poll_s` seconds when none is (a `Waking` store also wakes it at once).
+    `lease_s` is the claimed lease's length: give the same to the target
+    (`clone(lease_s=...)`), whose saves renew it."""
 
     def __init__(
         self,
@@ -67,6 +70,12 @@ class Worker:
         """Claim and resume runs until `stop` is set, then let each run in hand finish its
         current step (saved; its lease released, so another worker continues it) and return."""
         self._stop = stop
+        async with contextlib.AsyncExitStack() as stack:
+            if isinstance(self.store, Waking):  # woken when a run is left ready, not polled
+                await stack.enter_async_context(self.store.listen(self.wake))
+            await self._serve(stop)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tasks:
             while not stop.is_set():
                 self._finished.clear()

@@ -80,6 +80,7 @@ async def test_a_database_of_schema_1_is_migrated_and_its_ready_runs_found(
         "DROP INDEX loopstate_runs_ready", "ALTER TABLE loopstate_runs DROP COLUMN ready",
         "DROP TABLE loopstate_events", "DROP TABLE loopstate_answers",
         "DROP INDEX loopstate_runs_by_updated", "DROP INDEX loopstate_runs_by_created",
+        "ALTER TABLE loopstate_runs DROP COLUMN lease_session", "DROP TABLE loopstate_pruned",
     ):  # fmt: skip
         sql(postgres_dsn, statement)
     sql(postgres_dsn, "UPDATE loopstate_schema SET version = 1")
@@ -97,6 +98,7 @@ async def test_a_database_of_schema_2_is_migrated_and_its_runs_logged_from_then_
     for statement in (  # back to what schema 2 was
         "DROP TABLE loopstate_events", "DROP TABLE loopstate_answers",
         "DROP INDEX loopstate_runs_by_updated", "DROP INDEX loopstate_runs_by_created",
+        "ALTER TABLE loopstate_runs DROP COLUMN lease_session", "DROP TABLE loopstate_pruned",
         "UPDATE loopstate_schema SET version = 2",
     ):  # fmt: skip
         sql(postgres_dsn, statement)

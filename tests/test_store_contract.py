@@ -28,6 +28,7 @@ from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.state import CallRecord, QueuedDecision, RunState
 from loopstate.engine.stores.sqlite import SQLiteStore
+from loopstate.engine.stores.sqlite_schema import DB_VERSION
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -406,11 +407,11 @@ async def test_a_sqlite_file_of_schema_1_is_migrated_and_its_ready_runs_found(
     for statement in (  # back to what schema 1 was
         "DROP INDEX runs_ready", "ALTER TABLE runs DROP COLUMN ready", "DROP TABLE events",
         "DROP TABLE answers", "DROP INDEX runs_by_updated", "DROP INDEX runs_by_created",
-        "PRAGMA user_version = 1",
+        "DROP TABLE pruned", "PRAGMA user_version = 1",
     ):  # fmt: skip
         corrupt(path, statement)
     assert await SQLiteStore(path).claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (3,)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (DB_VERSION,)
 
 
 async def test_a_fork_copies_the_past_through_the_store_and_leaves_the_source_as_it_was(

@@ -1,13 +1,14 @@
 """`PostgresStore`: runs in PostgreSQL, shared by service processes on several hosts.
 
 The rows are SQLite's (see `store_codec`): a header row per run, append-only message and
-transition rows, one upserted row per call. A save is one transaction that locks the run's
-row (`FOR UPDATE`), checks the writer's lease (fencing) and appends what is new; `claim`
-leases ready runs with `FOR UPDATE SKIP LOCKED`, so concurrent claimers never share one.
-Each write appends to the store-wide event log last, under a transaction-scoped advisory
-lock held until it commits: ids are drawn one writer at a time, so they are committed in
-id order and a reader polling `events(after=n)` can never skip one committed late (the
-price: the last statement and commit of concurrent saves are serialized, not their work).
+transition rows, one upserted row per call. Every write is one statement, so one round trip
+(`postgres_sql`): a save updates the run's row only if the writer may (its lease, fencing)
+and the stored counts are those it appends after (which the handle remembers from its last
+load or save of the run), and appends what is new, all or nothing; a refused save asks why
+(one more round trip, only then). `claim` leases ready runs with `FOR UPDATE SKIP LOCKED`, so
+concurrent claimers never share one, and takes a run whose holder's session is gone without
+waiting for its lease (see `postgres_sql`). `load` reads a run in one statement (one
+snapshot). `release` of a run left ready notifies the workers that `listen` (LISTEN/NOTIFY).
 The tables (`loopstate_*`) live in the connection's schema (`search_path`, which a DSN may
 set: `?options=-csearch_path%3Dmyschema`). Needs the `loopstate[postgres]` extra (psycopg 3).
 """
@@ -15,8 +16,11 @@ set: `?options=-csearch_path%3Dmyschema`). Needs the `loopstate[postgres]` extra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import secrets
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,49 +31,34 @@ except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError("PostgresStore needs psycopg 3: pip install 'loopstate[postgres]'") from None
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
+from loopstate.engine.logs import get_logger
 from loopstate.engine.state import RunState
 from loopstate.engine.store import (
     Cursor,
     KeptAnswer,
     Order,
+    Pruned,
     RunEvent,
     RunSummary,
     lease_is_live,
-    ready,
 )
-from loopstate.engine.stores.codec import (
-    LISTED,
-    decode_event,
-    event_row,
-    header,
-    listed,
-    rows,
-    summary_columns,
-    transition_rows,
+from loopstate.engine.stores.codec import LISTED, decode_event, decode_run, listed
+from loopstate.engine.stores.postgres_schema import migrate
+from loopstate.engine.stores.postgres_sql import (
+    CLAIM,
+    CREATE,
+    HOLDER,
+    LEASE,
+    LOAD,
+    PRUNE_EVENTS,
+    RELEASE,
+    SAVE,
+    SESSION_CLASS,
+    WAKE,
+    write_params,
 )
-from loopstate.engine.stores.postgres_schema import EVENTS_LOCK, migrate, read_run
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
-
-_COLUMNS = (
-    "machine, state, status, steps, pending, created_at, updated_at, stop_reason, header, "
-    "message_count, transition_count, lease_owner, lease_until, ready"
-)
-_INSERT = (
-    f"INSERT INTO loopstate_runs (run_id, {_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
-_UPDATE = (
-    "UPDATE loopstate_runs SET machine = %s, state = %s, status = %s, steps = %s, "
-    "pending = %s, created_at = %s, updated_at = %s, stop_reason = %s, header = %s, "
-    "message_count = %s, transition_count = %s, lease_owner = %s, lease_until = %s, "
-    "ready = %s WHERE run_id = %s"
-)
-_CLAIM = (
-    "UPDATE loopstate_runs SET lease_owner = %s, lease_until = %s WHERE run_id IN ("
-    "SELECT run_id FROM loopstate_runs WHERE ready AND lease_until <= %s "
-    "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING run_id, updated_at"
-)
 
 
 class PostgresStore:
@@ -77,14 +66,17 @@ class PostgresStore:
 
     Tables are created, or migrated to this version's schema, on first use; a database
     migrated by a newer loopstate is refused. Errors name the database without its password.
-    One connection per store object, used by one operation at a time.
+    One connection per store object, used by one operation at a time; closing it (or the
+    process ending) frees the leases it holds for other claimers at once.
     """
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.where = describe(dsn)
         self._conn: Connection | None = None
+        self._session = 0
         self._lock = asyncio.Lock()
+        self._counts: OrderedDict[str, tuple[int, int]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
@@ -92,40 +84,58 @@ class PostgresStore:
     # -- the Store port ----------------------------------------------------------------------
 
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
-        async with self._transaction() as db:
+        async with self._use() as db:
+            params = write_params(
+                state, owner=owner, until=now + ttl, session=self._session, first=(0, 0, 0)
+            )
             try:
-                await db.execute(_INSERT, (*_columns(state, owner, now + ttl),))
+                await db.execute(CREATE, params)
             except errors.UniqueViolation:
                 raise StoreError(f"run {state.run_id} already exists in {self.where}") from None
-            await self._append(db, state, 0, 0, 0)
+        self._remember(state.run_id, len(state.messages), len(state.transitions))
 
     async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
-        async with self._transaction() as db:
-            row = await self._locked(db, state.run_id)
-            holder, until, messages, transitions = row
-            _check_lease(state.run_id, holder, until, owner=owner, now=now)
-            if len(state.messages) < messages or len(state.transitions) < transitions:
+        run_id, gone = state.run_id, None
+        for _ in range(3):
+            counts = self._counts.get(run_id) or (await self._why_refused(run_id, owner, now))[1]
+            if len(state.messages) < counts[0] or len(state.transitions) < counts[1]:
                 raise StoreError(
-                    f"run {state.run_id}: refusing to rewrite stored history in {self.where} "
+                    f"run {run_id}: refusing to rewrite stored history in {self.where} "
                     f"({len(state.messages)} messages and {len(state.transitions)} transitions "
-                    f"given, {messages} and {transitions} stored)"
+                    f"given, {counts[0]} and {counts[1]} stored)"
                 )
-            columns = _columns(state, owner, now + ttl)
-            try:
-                async with db.pipeline():  # the writes in one round trip, not one each
-                    await db.execute(_UPDATE, (*columns[1:], state.run_id))
-                    await self._append(db, state, messages, transitions)
-            except errors.UniqueViolation:  # raised at the pipeline's end: two writers raced
-                raise StoreError(
-                    f"run {state.run_id}: refusing to rewrite stored history in {self.where}"
-                ) from None
+            first = (*counts, state.batch_start)
+            async with self._use() as db:
+                params = write_params(
+                    state, owner=owner, until=now + ttl, session=self._session, first=first
+                )
+                try:
+                    found = await db.execute(SAVE, {**params, "now": now, "gone": gone})
+                    written = await found.fetchone()
+                except errors.UniqueViolation:  # a row already there: two writers raced
+                    raise StoreError(
+                        f"run {run_id}: refusing to rewrite stored history in {self.where}"
+                    ) from None
+            if written is not None and written[0]:
+                self._remember(run_id, len(state.messages), len(state.transitions))
+                return
+            self._counts.pop(run_id, None)
+            gone, _ = await self._why_refused(run_id, owner, now)
+        raise RunBusy(f"run {run_id} is busy: its lease changed hands while saving")
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         await self._lease(run_id, owner=owner, now=now, ttl=ttl)
 
     async def load(self, run_id: str) -> RunState:
-        async with self._transaction(snapshot=True) as db:
-            return await read_run(db, run_id, self.where)
+        async with self._use() as db:
+            row = await (await db.execute(LOAD, (run_id,))).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.where}")
+        head, *tables = row
+        pairs = [list(zip(tables[n] or [], tables[n + 1] or [], strict=True)) for n in (0, 2, 4)]
+        state = decode_run(run_id, self.where, head, *pairs)
+        self._remember(run_id, len(state.messages), len(state.transitions))
+        return state
 
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
         await self._lease(run_id, owner=owner, now=now, ttl=ttl)
@@ -133,25 +143,25 @@ class PostgresStore:
 
     async def _lease(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         """Take or extend `owner`'s lease without loading the run (`acquire`, `renew`)."""
-        async with self._transaction() as db:
-            holder, until, _, _ = await self._locked(db, run_id)
-            _check_lease(run_id, holder, until, owner=owner, now=now)
-            await db.execute(
-                "UPDATE loopstate_runs SET lease_owner = %s, lease_until = %s WHERE run_id = %s",
-                (owner, now + ttl, run_id),
-            )
+        gone = None
+        for _ in range(3):
+            async with self._use() as db:
+                params = {"owner": owner, "until": now + ttl, "now": now, "gone": gone}
+                params |= {"session": self._session, "run_id": run_id}
+                if await (await db.execute(LEASE, params)).fetchone() is not None:
+                    return
+            gone, _ = await self._why_refused(run_id, owner, now)
+        raise RunBusy(f"run {run_id} is busy: its lease changed hands while taking it")
 
     async def release(self, run_id: str, *, owner: str) -> None:
-        async with self._transaction() as db:
-            await db.execute(
-                "UPDATE loopstate_runs SET lease_owner = NULL, lease_until = 0 "
-                "WHERE run_id = %s AND lease_owner = %s",
-                (run_id, owner),
-            )
+        async with self._use() as db:
+            await db.execute(RELEASE, (run_id, owner))
 
     async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
-        async with self._transaction() as db:
-            claimed = await (await db.execute(_CLAIM, (owner, now + ttl, now, limit))).fetchall()
+        async with self._use() as db:
+            params = {"owner": owner, "until": now + ttl, "now": now, "limit": limit}
+            found = await db.execute(CLAIM, {**params, "session": self._session})
+            claimed = await found.fetchall()
         return [run_id for run_id, _ in sorted(claimed, key=lambda row: row[1])]
 
     async def list_runs(
@@ -171,7 +181,7 @@ class PostgresStore:
         if cursor is not None:
             where.append(f"({column}, run_id) < (%s, %s)")
             params.extend(cursor)
-        async with self._transaction() as db:
+        async with self._use() as db:
             found = await (
                 await db.execute(
                     f"SELECT {LISTED.format(p='loopstate_', h='header')} FROM loopstate_runs r "
@@ -182,7 +192,7 @@ class PostgresStore:
         return [listed(row, self.where) for row in found]
 
     async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
-        async with self._transaction() as db:
+        async with self._use() as db:
             found = await (
                 await db.execute(
                     "SELECT id, body FROM loopstate_events WHERE id > %s ORDER BY id LIMIT %s",
@@ -192,8 +202,13 @@ class PostgresStore:
         return [decode_event(row, self.where) for row in found]
 
     async def last_event_id(self) -> int:
-        async with self._transaction() as db:
-            row = await (await db.execute("SELECT max(id) FROM loopstate_events")).fetchone()
+        async with self._use() as db:
+            row = await (
+                await db.execute(
+                    "SELECT greatest((SELECT max(id) FROM loopstate_events), "
+                    "(SELECT max(upto) FROM loopstate_pruned))"
+                )
+            ).fetchone()
         return 0 if row is None or row[0] is None else int(row[0])
 
     async def reserve_key(
@@ -228,15 +243,45 @@ class PostgresStore:
         return None
 
     async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
-        async with self._transaction() as db:
+        async with self._use() as db:
             await db.execute(
                 "UPDATE loopstate_answers SET status = %s, body = %s WHERE key = %s",
                 (status, json.dumps(body), key),
             )
 
     async def drop_key(self, key: str) -> None:
-        async with self._transaction() as db:
+        async with self._use() as db:
             await db.execute("DELETE FROM loopstate_answers WHERE key = %s", (key,))
+
+    # -- retention and wake-ups --------------------------------------------------------------
+
+    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+        upto = (await self.last_event_id()) if keep_after is None else keep_after
+        async with self._transaction() as db:
+            gone = await db.execute(PRUNE_EVENTS, {"upto": upto, "before": before})
+            events = await gone.fetchone()
+            answers = await db.execute("DELETE FROM loopstate_answers WHERE at < %s", (before,))
+            return Pruned(events=events[0] if events else 0, answers=answers.rowcount)
+
+    async def pruned_upto(self) -> int:
+        async with self._use() as db:
+            row = await (await db.execute("SELECT max(upto) FROM loopstate_pruned")).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    @asynccontextmanager
+    async def listen(self, wake: Callable[[], None]) -> AsyncIterator[None]:
+        """While inside, call `wake` whenever a run may have become ready (another process
+        released it ready: a decision queued, a worker draining); on a connection of its own.
+        A lost connection is logged and ends the wake-ups: a worker still polls."""
+        async with await self._open() as db:
+            await db.execute(f"LISTEN {WAKE}")
+            task = asyncio.create_task(_relay(db, wake, self.where))
+            try:
+                yield
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -246,89 +291,89 @@ class PostgresStore:
     # -- plumbing ----------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Connection]:
-        """One transaction on this store's connection, rolled back on any error; a database
-        error becomes a `StoreError` naming the database. `snapshot`: every read sees the
-        same committed state (a load never mixes two saves)."""
+    async def _use(self) -> AsyncIterator[Connection]:
+        """The store's connection for one statement (autocommit: one round trip); a database
+        error becomes a `StoreError` naming the database."""
         async with self._lock:
             db = await self._connect()
             try:
-                async with db.transaction():
-                    if snapshot:
-                        await db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    yield db
+                yield db
             except psycopg.Error as exc:
                 if db.broken:
                     self._conn = None
                 raise StoreError(f"{self.where}: {_first_line(exc)}") from None
 
-    async def _connect(self) -> Connection:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Connection]:
+        """One transaction on this store's connection, rolled back on any error."""
+        async with self._use() as db, db.transaction():
+            yield db
+
+    async def _open(self) -> Connection:
         try:
-            db = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            return await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to {self.where}: {_first_line(exc)}: check the DSN and the server"
             ) from None
+
+    async def _connect(self) -> Connection:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        db = await self._open()
         try:
             await migrate(db, self.where)
+            self._session = await _take_session(db)
         except BaseException:
             await db.close()
             raise
         self._conn = db
         return db
 
-    async def _locked(self, db: Connection, run_id: str) -> tuple[Any, ...]:
-        """The run's lease and counts, its row locked until the transaction ends."""
-        row = await (
-            await db.execute(
-                "SELECT lease_owner, lease_until, message_count, transition_count "
-                "FROM loopstate_runs WHERE run_id = %s FOR UPDATE",
-                (run_id,),
-            )
-        ).fetchone()
+    async def _why_refused(
+        self, run_id: str, owner: str, now: float
+    ) -> tuple[str | None, tuple[int, int]]:
+        """Why `owner` could not write the run: `RunNotFound`, `RunBusy` (a live holder), else
+        the holder to take over if it is provably gone (`holder_gone`), and the stored counts."""
+        async with self._use() as db:
+            row = await (await db.execute(HOLDER, (run_id,))).fetchone()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.where}")
-        return row
+        holder, until, messages, transitions = row
+        _check_lease(run_id, holder, until, owner=owner, now=now)
+        self._remember(run_id, messages, transitions)
+        return holder, (messages, transitions)
 
-    async def _append(
-        self,
-        db: Connection,
-        state: RunState,
-        first_message: int,
-        first_transition: int,
-        first_call: int | None = None,
-    ) -> None:
-        """Append the messages and transitions from the given indexes, upsert the calls from
-        `first_call` (default: the current batch's; a new run's all, a fork's past included)."""
-        run_id = state.run_id
-        first_call = state.batch_start if first_call is None else first_call
-        async with db.cursor() as cursor:
-            try:
-                await cursor.executemany(
-                    "INSERT INTO loopstate_messages (run_id, idx, body) VALUES (%s, %s, %s)",
-                    list(rows(run_id, first_message, state.messages[first_message:])),
-                )
-                await cursor.executemany(
-                    "INSERT INTO loopstate_transitions (run_id, seq, body) VALUES (%s, %s, %s)",
-                    list(transition_rows(state, first_transition)),
-                )
-            except errors.UniqueViolation:
-                # Append-only: a row already there means two writers raced past the lease.
-                raise StoreError(
-                    f"run {run_id}: refusing to rewrite stored history in {self.where}"
-                ) from None
-            await cursor.executemany(
-                "INSERT INTO loopstate_calls (run_id, position, body) VALUES (%s, %s, %s) "
-                "ON CONFLICT (run_id, position) DO UPDATE SET body = EXCLUDED.body",
-                list(rows(run_id, first_call, state.calls[first_call:])),
-            )
-            # Last, so the lock is held only from here to the commit (see the module's doc).
-            await cursor.execute("SELECT pg_advisory_xact_lock(%s)", (EVENTS_LOCK,))
-            await cursor.execute(
-                "INSERT INTO loopstate_events (run_id, body) VALUES (%s, %s)", event_row(state)
-            )
+    def _remember(self, run_id: str, messages: int, transitions: int) -> None:
+        """The counts the store holds for the run, as this handle last saw them: the next save
+        appends after them (checked by the save itself)."""
+        self._counts[run_id] = (messages, transitions)
+        self._counts.move_to_end(run_id)
+        if len(self._counts) > REMEMBERED:
+            self._counts.popitem(last=False)
+
+
+REMEMBERED = 10_000
+"""Runs whose stored counts a handle remembers (beyond: one more round trip at a save)."""
+
+
+async def _take_session(db: Connection) -> int:
+    """A session-level advisory lock no other open connection holds: its key marks this
+    connection's leases (see `postgres_sql`)."""
+    while True:
+        key = secrets.randbelow(2**31 - 2) + 1
+        query = "SELECT pg_try_advisory_lock(%s, %s)"
+        row = await (await db.execute(query, (SESSION_CLASS, key))).fetchone()
+        if row is not None and row[0]:
+            return key
+
+
+async def _relay(db: Connection, wake: Callable[[], None], where: str) -> None:
+    try:
+        async for _ in db.notifies():
+            wake()
+    except psycopg.Error as exc:
+        get_logger().warning("store_listen_lost", store=where, error=_first_line(exc))
 
 
 def describe(dsn: str) -> str:
@@ -347,11 +392,6 @@ def describe(dsn: str) -> str:
 def _check_lease(run_id: str, holder: str | None, until: float, *, owner: str, now: float) -> None:
     if lease_is_live(holder, until, owner=owner, now=now):
         raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
-
-
-def _columns(state: RunState, owner: str, until: float) -> tuple[Any, ...]:
-    counts = (len(state.messages), len(state.transitions))
-    return (*summary_columns(state), header(state), *counts, owner, until, ready(state))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.engine.stores.codec import decode_run
 
-DB_VERSION = 3
+DB_VERSION = 4
 _LOCK = 7_204_611_093  # pg_advisory_xact_lock key: "loopstate migrates this database"
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -68,6 +68,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX loopstate_runs_by_updated ON loopstate_runs (updated_at, run_id)",
         "CREATE INDEX loopstate_runs_by_created ON loopstate_runs (created_at, run_id)",
+    ),
+    (  # 4: the lease holder's session (takeover without waiting), where the pruned log ends
+        "ALTER TABLE loopstate_runs ADD COLUMN lease_session bigint",
+        "CREATE TABLE loopstate_pruned (upto bigint NOT NULL)",
+        "INSERT INTO loopstate_pruned (upto) VALUES (0)",
     ),
 )
 EVENTS_LOCK = 7_204_611_094

@@ -21,11 +21,13 @@ from loopstate.engine.store import (
     Cursor,
     KeptAnswer,
     Order,
+    Pruned,
     RunEvent,
     RunSummary,
     lease_is_live,
     ready,
 )
+from loopstate.engine.stores import sqlite_upkeep as upkeep
 from loopstate.engine.stores.codec import (
     LISTED,
     decode_event,
@@ -166,18 +168,7 @@ class SQLiteStore:
     @store_errors
     async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
         with self._transaction() as db:
-            claimed = [
-                run_id
-                for (run_id,) in db.execute(
-                    "SELECT run_id FROM runs WHERE ready = 1 AND lease_until <= ? "
-                    "ORDER BY updated_at LIMIT ?",
-                    (now, limit),
-                )
-            ]
-            db.executemany(
-                "UPDATE runs SET lease_owner = ?, lease_until = ? WHERE run_id = ?",
-                ((owner, now + ttl, run_id) for run_id in claimed),
-            )
+            claimed = upkeep.claim(db, owner=owner, now=now, ttl=ttl, limit=limit)
         return claimed
 
     @store_errors
@@ -214,8 +205,18 @@ class SQLiteStore:
 
     @store_errors
     async def last_event_id(self) -> int:
-        (last,) = self._connect().execute("SELECT max(id) FROM events").fetchone()
-        return int(last or 0)
+        db = self._connect()
+        (last,) = db.execute("SELECT max(id) FROM events").fetchone()
+        return max(int(last or 0), upkeep.pruned_upto(db))
+
+    @store_errors
+    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+        with self._transaction() as db:
+            return upkeep.prune(db, before=before, keep_after=keep_after)
+
+    @store_errors
+    async def pruned_upto(self) -> int:
+        return upkeep.pruned_upto(self._connect())
 
     @store_errors
     async def reserve_key(

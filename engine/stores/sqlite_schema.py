@@ -3,7 +3,7 @@ is migrated up to `DB_VERSION` on first use; a file a newer loopstate migrated i
 
 from __future__ import annotations
 
-DB_VERSION = 3
+DB_VERSION = 4
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs, append-only messages and transitions, upserted calls
@@ -52,5 +52,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX runs_by_updated ON runs (updated_at, run_id)",
         "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+    ),
+    (  # 4: where the pruned log ends (ids are never reused: AUTOINCREMENT)
+        "CREATE TABLE pruned (upto INTEGER NOT NULL)",
+        "INSERT INTO pruned (upto) VALUES (0)",
     ),
 )

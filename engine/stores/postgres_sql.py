@@ -1,0 +1,162 @@
+"""The PostgreSQL store's statements: each write of the port is one statement, so one round trip.
+
+A save is one statement whose first part updates the run's row only if the writer may
+(`MAY_WRITE`: its lease, or a free, expired or orphaned one) and the stored counts are those
+the writer appends after; every other part (the new messages and transitions, the upserted
+calls, the log entry) selects from that update, so a refused save writes nothing. The log
+entry takes `EVENTS_LOCK` (transaction-scoped) before its id is drawn: ids are drawn one writer
+at a time and committed in id order (see `postgres_schema`); in one statement, the lock is held
+from there to the commit without a round trip in between.
+
+A lease records the holder's session (`lease_session`): a key of a session-level advisory lock
+the holder's connection took when it opened (`SESSION_CLASS`). A session that no longer
+exists (its process died, its connection dropped) holds no lock: its runs are orphaned and
+may be taken at once (`ORPHANED`), without waiting for the lease to expire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopstate.engine.state import RunState
+from loopstate.engine.store import ready
+from loopstate.engine.stores.codec import (
+    event_row,
+    header,
+    rows,
+    summary_columns,
+    transition_rows,
+)
+from loopstate.engine.stores.postgres_schema import EVENTS_LOCK
+
+SESSION_CLASS = 72_046
+"""pg_advisory_lock(SESSION_CLASS, key): "the connection whose leases carry `key` is open"."""
+WAKE = "loopstate_ready"
+"""The NOTIFY channel: a run may have become ready for a worker (`release`)."""
+
+ORPHANED = (
+    "(r.lease_session IS NOT NULL AND r.lease_session <> ALL (ARRAY("
+    "SELECT l.objid::bigint FROM pg_locks l WHERE l.locktype = 'advisory' "
+    f"AND l.classid = {SESSION_CLASS} AND l.objsubid = 2 AND l.granted)))"
+)
+"""The run `r`'s lease holder's session is gone (its advisory lock is held by nobody)."""
+MAY_WRITE = (
+    "(r.lease_owner IS NULL OR r.lease_owner = %(owner)s OR r.lease_until <= %(now)s "
+    f"OR r.lease_owner = %(gone)s OR {ORPHANED})"
+)
+"""`owner` may write run `r` at `now` (`gone`: a holder known dead, else None)."""
+
+_HEADER = (
+    "machine = %(machine)s, state = %(state)s, status = %(status)s, steps = %(steps)s, "
+    "pending = %(pending)s, created_at = %(created_at)s, updated_at = %(updated_at)s, "
+    "stop_reason = %(stop_reason)s, header = %(header)s, message_count = %(m)s, "
+    "transition_count = %(t)s, lease_owner = %(owner)s, lease_until = %(until)s, "
+    "lease_session = %(session)s, ready = %(ready)s"
+)
+_APPEND = """,
+m AS (INSERT INTO loopstate_messages (run_id, idx, body)
+      SELECT run.run_id, x.i, x.b FROM run, unnest(%(mi)s::int[], %(mb)s::text[]) AS x(i, b)),
+t AS (INSERT INTO loopstate_transitions (run_id, seq, body)
+      SELECT run.run_id, x.i, x.b FROM run, unnest(%(ti)s::int[], %(tb)s::text[]) AS x(i, b)),
+c AS (INSERT INTO loopstate_calls (run_id, position, body)
+      SELECT run.run_id, x.i, x.b FROM run, unnest(%(ci)s::int[], %(cb)s::text[]) AS x(i, b)
+      ON CONFLICT (run_id, position) DO UPDATE SET body = EXCLUDED.body),
+e AS (INSERT INTO loopstate_events (run_id, body)
+      SELECT run.run_id, %(event)s FROM run,
+      LATERAL (SELECT pg_advisory_xact_lock(%(lock)s) WHERE run.run_id IS NOT NULL) AS held)
+SELECT count(*) FROM run"""
+
+SAVE = (
+    f"WITH run AS (UPDATE loopstate_runs r SET {_HEADER} WHERE r.run_id = %(run_id)s "
+    f"AND r.message_count = %(m0)s AND r.transition_count = %(t0)s AND {MAY_WRITE} "
+    "RETURNING r.run_id)" + _APPEND
+)
+"""Save a run (see the module's doc); answers 1 if written, 0 if refused."""
+CREATE = (
+    "WITH run AS (INSERT INTO loopstate_runs (run_id, machine, state, status, steps, pending, "
+    "created_at, updated_at, stop_reason, header, message_count, transition_count, "
+    "lease_owner, lease_until, lease_session, ready) VALUES (%(run_id)s, %(machine)s, "
+    "%(state)s, %(status)s, %(steps)s, %(pending)s, %(created_at)s, %(updated_at)s, "
+    "%(stop_reason)s, %(header)s, %(m)s, %(t)s, %(owner)s, %(until)s, %(session)s, %(ready)s) "
+    "RETURNING run_id)" + _APPEND
+)
+LEASE = (
+    "UPDATE loopstate_runs r SET lease_owner = %(owner)s, lease_until = %(until)s, "
+    f"lease_session = %(session)s WHERE r.run_id = %(run_id)s AND {MAY_WRITE} RETURNING 1"
+)
+"""Take or extend `owner`'s lease (`acquire`, `renew`): one row if taken."""
+RELEASE = (
+    "WITH r AS (UPDATE loopstate_runs SET lease_owner = NULL, lease_until = 0, "
+    "lease_session = NULL WHERE run_id = %s AND lease_owner = %s RETURNING ready) "
+    f"SELECT pg_notify('{WAKE}', '') FROM r WHERE r.ready"
+)
+"""Give the lease up; a run left ready wakes the listening workers (in one statement)."""
+CLAIM = (
+    "UPDATE loopstate_runs SET lease_owner = %(owner)s, lease_until = %(until)s, "
+    "lease_session = %(session)s WHERE run_id IN (SELECT r.run_id FROM loopstate_runs r "
+    "WHERE r.ready AND (r.lease_until <= %(now)s OR "
+    f"(r.lease_owner IS DISTINCT FROM %(owner)s AND {ORPHANED})) "
+    "ORDER BY r.updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) RETURNING run_id, updated_at"
+)
+"""Lease up to `limit` ready runs whose lease expired or whose holder's session is gone."""
+HOLDER = (
+    "SELECT lease_owner, lease_until, message_count, transition_count "
+    "FROM loopstate_runs WHERE run_id = %s"
+)
+"""Why a write was refused: the run's holder and counts (None: no such run)."""
+LOAD = (
+    "SELECT r.header, m.i, m.b, t.i, t.b, c.i, c.b FROM loopstate_runs r "
+    "CROSS JOIN LATERAL (SELECT array_agg(idx ORDER BY idx) i, array_agg(body ORDER BY idx) b "
+    "FROM loopstate_messages WHERE run_id = r.run_id) m "
+    "CROSS JOIN LATERAL (SELECT array_agg(seq ORDER BY seq) i, array_agg(body ORDER BY seq) b "
+    "FROM loopstate_transitions WHERE run_id = r.run_id) t "
+    "CROSS JOIN LATERAL (SELECT array_agg(position ORDER BY position) i, "
+    "array_agg(body ORDER BY position) b FROM loopstate_calls WHERE run_id = r.run_id) c "
+    "WHERE r.run_id = %s"
+)
+"""A run's rows in one statement: one snapshot, one round trip."""
+PRUNE_EVENTS = (
+    "WITH gone AS (DELETE FROM loopstate_events WHERE id <= %(upto)s AND id < coalesce(("
+    "SELECT id FROM loopstate_events WHERE (body::json->>'updated_at')::float8 >= %(before)s "
+    "ORDER BY id LIMIT 1), 9223372036854775807) RETURNING id), "
+    "mark AS (UPDATE loopstate_pruned SET upto = greatest(upto, (SELECT max(id) FROM gone))) "
+    "SELECT count(*) FROM gone"
+)
+"""Drop the log's entries up to id `upto` written before `before` (ids grow with time: the
+first entry at or after it, and every later one, is kept); the highest id dropped is kept
+in `loopstate_pruned`. Answers how many were dropped."""
+
+
+def write_params(
+    state: RunState, *, owner: str, until: float, session: int, first: tuple[int, int, int]
+) -> dict[str, Any]:
+    """The parameters of `SAVE` and `CREATE` for `state`: the rows from the `first` message,
+    transition and call on, the header, the lease."""
+    m0, t0, c0 = first
+    columns = summary_columns(state)
+    named = ("machine", "state", "status", "steps", "pending", "created_at", "updated_at")
+    messages = list(rows(state.run_id, m0, state.messages[m0:]))
+    transitions = list(transition_rows(state, t0))
+    calls = list(rows(state.run_id, c0, state.calls[c0:]))
+    return {
+        "run_id": state.run_id,
+        **dict(zip(named, columns[1:8], strict=True)),
+        "stop_reason": columns[8],
+        "header": header(state),
+        "m": len(state.messages),
+        "t": len(state.transitions),
+        "m0": m0,
+        "t0": t0,
+        "owner": owner,
+        "until": until,
+        "session": session,
+        "ready": ready(state),
+        "mi": [r[1] for r in messages],
+        "mb": [r[2] for r in messages],
+        "ti": [r[1] for r in transitions],
+        "tb": [r[2] for r in transitions],
+        "ci": [r[1] for r in calls],
+        "cb": [r[2] for r in calls],
+        "event": event_row(state)[1],
+        "lock": EVENTS_LOCK,
+    }
