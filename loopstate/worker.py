@@ -62,6 +62,8 @@ class Worker:
         self.owner = owner or lease_owner()
         self.log = (log or get_logger()).bind(worker=self.owner)
         self.resumed = 0
+        self.claims = 0
+        """How many times it asked the store for ready runs."""
         self._in_flight: set[str] = set()
         self._finished = asyncio.Event()
         self._stop = asyncio.Event()
@@ -94,6 +96,7 @@ class Worker:
         free = self.concurrency - len(self._in_flight)
         if free <= 0:
             return []
+        self.claims += 1
         claimed = await self.store.claim(
             owner=self.owner, now=self.target.clock(), ttl=self.lease_s, limit=free
         )

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -26,12 +25,11 @@ from typing import Any
 
 try:
     import psycopg
-    from psycopg import conninfo, errors
+    from psycopg import errors
 except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError("PostgresStore needs psycopg 3: pip install 'loopstate[postgres]'") from None
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.logs import get_logger
 from loopstate.engine.state import RunState
 from loopstate.engine.store import (
     Cursor,
@@ -44,6 +42,13 @@ from loopstate.engine.store import (
 )
 from loopstate.engine.stores.codec import LISTED, decode_event, decode_run, listed
 from loopstate.engine.stores.postgres_schema import migrate
+from loopstate.engine.stores.postgres_session import (
+    connect,
+    describe,
+    first_line,
+    relay,
+    take_session,
+)
 from loopstate.engine.stores.postgres_sql import (
     CLAIM,
     CREATE,
@@ -53,7 +58,6 @@ from loopstate.engine.stores.postgres_sql import (
     PRUNE_EVENTS,
     RELEASE,
     SAVE,
-    SESSION_CLASS,
     WAKE,
     write_params,
 )
@@ -131,15 +135,22 @@ class PostgresStore:
             row = await (await db.execute(LOAD, (run_id,))).fetchone()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.where}")
-        head, *tables = row
-        pairs = [list(zip(tables[n] or [], tables[n + 1] or [], strict=True)) for n in (0, 2, 4)]
-        state = decode_run(run_id, self.where, head, *pairs)
-        self._remember(run_id, len(state.messages), len(state.transitions))
-        return state
+        return self._decoded(run_id, row)
 
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
-        await self._lease(run_id, owner=owner, now=now, ttl=ttl)
-        return await self.load(run_id)
+        gone = None
+        for _ in range(3):
+            async with self._use() as db:
+                params = {"owner": owner, "until": now + ttl, "now": now, "gone": gone}
+                params |= {"session": self._session, "run_id": run_id}
+                async with db.pipeline():  # the lease and the read: one round trip
+                    taken = await db.execute(LEASE, params)
+                    loaded = await db.execute(LOAD, (run_id,))
+                row = await loaded.fetchone() if await taken.fetchone() is not None else None
+            if row is not None:
+                return self._decoded(run_id, row)
+            gone, _ = await self._why_refused(run_id, owner, now)
+        raise RunBusy(f"run {run_id} is busy: its lease changed hands while taking it")
 
     async def _lease(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         """Take or extend `owner`'s lease without loading the run (`acquire`, `renew`)."""
@@ -273,9 +284,9 @@ class PostgresStore:
         """While inside, call `wake` whenever a run may have become ready (another process
         released it ready: a decision queued, a worker draining); on a connection of its own.
         A lost connection is logged and ends the wake-ups: a worker still polls."""
-        async with await self._open() as db:
+        async with await connect(self.dsn, self.where) as db:
             await db.execute(f"LISTEN {WAKE}")
-            task = asyncio.create_task(_relay(db, wake, self.where))
+            task = asyncio.create_task(relay(db, wake, self.where))
             try:
                 yield
             finally:
@@ -301,7 +312,7 @@ class PostgresStore:
             except psycopg.Error as exc:
                 if db.broken:
                     self._conn = None
-                raise StoreError(f"{self.where}: {_first_line(exc)}") from None
+                raise StoreError(f"{self.where}: {first_line(exc)}") from None
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Connection]:
@@ -309,21 +320,13 @@ class PostgresStore:
         async with self._use() as db, db.transaction():
             yield db
 
-    async def _open(self) -> Connection:
-        try:
-            return await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to {self.where}: {_first_line(exc)}: check the DSN and the server"
-            ) from None
-
     async def _connect(self) -> Connection:
         if self._conn is not None and not self._conn.closed:
             return self._conn
-        db = await self._open()
+        db = await connect(self.dsn, self.where)
         try:
             await migrate(db, self.where)
-            self._session = await _take_session(db)
+            self._session = await take_session(db)
         except BaseException:
             await db.close()
             raise
@@ -340,9 +343,17 @@ class PostgresStore:
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.where}")
         holder, until, messages, transitions = row
-        _check_lease(run_id, holder, until, owner=owner, now=now)
+        if lease_is_live(holder, until, owner=owner, now=now):
+            raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
         self._remember(run_id, messages, transitions)
         return holder, (messages, transitions)
+
+    def _decoded(self, run_id: str, row: tuple[Any, ...]) -> RunState:
+        head, *tables = row
+        pairs = [list(zip(tables[n] or [], tables[n + 1] or [], strict=True)) for n in (0, 2, 4)]
+        state = decode_run(run_id, self.where, head, *pairs)
+        self._remember(run_id, len(state.messages), len(state.transitions))
+        return state
 
     def _remember(self, run_id: str, messages: int, transitions: int) -> None:
         """The counts the store holds for the run, as this handle last saw them: the next save
@@ -357,42 +368,6 @@ REMEMBERED = 10_000
 """Runs whose stored counts a handle remembers (beyond: one more round trip at a save)."""
 
 
-async def _take_session(db: Connection) -> int:
-    """A session-level advisory lock no other open connection holds: its key marks this
-    connection's leases (see `postgres_sql`)."""
-    while True:
-        key = secrets.randbelow(2**31 - 2) + 1
-        query = "SELECT pg_try_advisory_lock(%s, %s)"
-        row = await (await db.execute(query, (SESSION_CLASS, key))).fetchone()
-        if row is not None and row[0]:
-            return key
-
-
-async def _relay(db: Connection, wake: Callable[[], None], where: str) -> None:
-    try:
-        async for _ in db.notifies():
-            wake()
-    except psycopg.Error as exc:
-        get_logger().warning("store_listen_lost", store=where, error=_first_line(exc))
-
-
-def describe(dsn: str) -> str:
-    """The database `dsn` names, for messages: never its password."""
-    try:
-        parts = conninfo.conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "a PostgreSQL database (unparsable DSN)"
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    options = f"?options={parts['options']}" if parts.get("options") else ""
-    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}{options}"
-
-
 def _check_lease(run_id: str, holder: str | None, until: float, *, owner: str, now: float) -> None:
     if lease_is_live(holder, until, owner=owner, now=now):
         raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
