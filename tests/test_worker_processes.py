@@ -1,5 +1,7 @@
 """Three `loopstate worker` processes share 200 Postgres runs decided from other processes;
-one is SIGKILLed inside a tool. Every run ends, no tool runs twice, no decision is lost."""
+one is SIGKILLed inside a tool. Every run ends, no tool runs twice, no decision is lost, and
+the killed worker's runs are taken over at once (its session is gone), not when their
+600 s leases expire."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from loopstate import Approve, PostgresStore
 from loopstate.engine.operations import queue_decision
 
 RUNS = 200
-LEASE = "3"
+LEASE = "600"  # never expires within the test: the killed worker's runs are taken over at once
 
 
 @pytest.mark.slow
