@@ -274,6 +274,7 @@ class Waking(Protocol):
         ...
 
 
+@runtime_checkable
 class Prunable(Protocol):
     """A store whose event log and idempotency answers can be pruned (every store here)."""
 

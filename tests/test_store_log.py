@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import test_store_contract as contract
+from support.cli import loopstate
 from test_store_contract import corrupt, suspended_agent
 
 from loopstate import Approve, MemoryStore, Store
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.state import RunState
+from loopstate.engine.store import Pruned
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.stores.sqlite_schema import DB_VERSION
 
@@ -168,3 +171,59 @@ async def test_a_memory_store_keeps_the_newest_entries_of_its_log(
     kept = await memory.events(after=0)
     assert [(e.id, e.run_id) for e in kept] == [(5, "r4"), (6, "r5"), (7, "r6"), (8, "r7")]
     assert [e.id for e in await memory.events(after=6, limit=1)] == [7]
+
+
+async def test_pruning_drops_old_entries_and_answers_but_none_a_reader_still_needs(
+    store,
+) -> None:
+    for i in range(6):  # written at times 100 to 105
+        at = 100.0 + i
+        await store.create(RunState(run_id=f"r{i}", created_at=at, updated_at=at),
+                           owner="o", now=0.0, ttl=1.0)  # fmt: skip
+    ids = [e.id for e in await store.events(after=0)]
+    await store.reserve_key("old", "f", now=50.0, stale_s=5.0)
+    await store.keep_answer("old", 200, {"ok": True})
+    await store.reserve_key("new", "f", now=200.0, stale_s=5.0)
+    # r0 to r2 are older than 103, but a reader was sent only up to r1's entry
+    assert await store.prune(before=103.0, keep_after=ids[1]) == Pruned(events=2, answers=1)
+    assert [e.id for e in await store.events(after=0)] == ids[2:]
+    assert await store.pruned_upto() == ids[1]
+    assert await store.prune(before=103.0) == Pruned(events=1, answers=0)
+    assert [e.id for e in await store.events(after=0)] == ids[3:]
+    assert await store.prune(before=1e9) == Pruned(events=3, answers=1)
+    assert await store.events(after=0) == []
+    assert await store.pruned_upto() == await store.last_event_id() == ids[-1]
+    await store.create(RunState(run_id="r6"), owner="o", now=0.0, ttl=1.0)
+    [after] = await store.events(after=0)
+    assert after.id > ids[-1]  # ids are never reused
+    assert await store.reserve_key("old", "g", now=300.0, stale_s=5.0) is None  # forgotten
+
+
+def test_loopstate_store_prune_removes_what_is_older_than_the_age_given(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+
+    async def seed() -> None:
+        sqlite = SQLiteStore(path)
+        await sqlite.create(RunState(run_id="old", updated_at=1.0), owner="o", now=0.0, ttl=1.0)
+        now = time.time()
+        await sqlite.create(RunState(run_id="new", updated_at=now), owner="o", now=now, ttl=1.0)
+        sqlite.close()
+
+    asyncio.run(seed())
+    done = loopstate("store", "prune", "--older-than", "30d", "--db", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "loopstate store prune: removed 1 event-log entries and 0 idempotency answers "
+        "older than 30 days\n"
+    )
+    bad = loopstate("store", "prune", "--older-than", "a month", "--db", str(path), cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "loopstate store prune: error: argument --older-than: 'a month' is not an age: give a "
+        "number and a unit, e.g. 30d, 12h, 90m, 45s"
+    )
+    missing = loopstate("store", "prune", "--older-than", "1d", "--db", str(tmp_path / "no.db"),
+                        cwd=tmp_path)  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr.count("\n") == 1
+    assert "no store at" in missing.stderr

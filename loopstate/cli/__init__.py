@@ -19,6 +19,7 @@ COMMANDS = (
     "loopstate.cli.runs",
     "loopstate.cli.temporal",
     "loopstate.cli.serve",
+    "loopstate.cli.store",
     "loopstate.cli.worker",
 )
 

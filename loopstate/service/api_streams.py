@@ -7,7 +7,9 @@ what it missed. `GET /api/events`: a `run` event whenever any run is written (cr
 a decision or message queued for it), with the store-wide event log's id as the SSE `id`
 (see `Store.events`); with `Last-Event-ID: n` it starts after entry n, likewise exact across
 processes and restarts. Without one it starts at the log's end: a client loads what it shows
-(e.g. `/api/approvals`) when it first connects. A run's stream also
+(e.g. `/api/approvals`) when it first connects. A `Last-Event-ID` older than the retained log
+(entries after it were pruned) is answered by a `reset` event (`{"pruned_upto", "head"}`, SSE
+id: the head): load what you show again, then follow on. A run's stream also
 forwards the model's streamed deltas (`text_delta`, `tool_call_delta`) live and without an
 id, when this process drives the run: they are never stored. Each stream sends a
 keep-alive comment every `ping_s`, and ends after `lifetime_s` with `retry:` set.
@@ -112,15 +114,19 @@ async def _all_stream(service: Service, after: int | None) -> AsyncIterator[Serv
     policy, hub = service.streams, service.hub
     queue = hub.subscribe(None)
     try:
+        sent, pruned = await hub.follow(queue, after)  # kept from pruning once it is open
         yield ServerSentEvent(retry=policy.retry_ms, comment="all runs")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + policy.lifetime_s
-        sent = await hub.head() if after is None else after
+        if pruned is not None:  # what came after `after` is gone: start over, from the end
+            reset = {"pruned_upto": pruned, "head": sent}
+            yield ServerSentEvent(json.dumps(reset), id=str(sent), event="reset")
         while True:
             while events := await hub.since(sent):
                 for e in events:
                     yield ServerSentEvent(json.dumps(_event_view(e)), id=str(e.id), event="run")
                 sent = events[-1].id
+                hub.sent(queue, sent)
             if await _next(queue, deadline - loop.time()) is None:
                 return
             while not queue.empty():  # one look for every notice already queued

@@ -8,6 +8,12 @@ Nothing here is the record: a run's stream sends its transitions as the store ho
 entry's id), so a client that reconnects with `Last-Event-ID` is sent exactly what came
 after it, from whichever process serves it, after a restart too. A notice only says "look
 again".
+
+Retention (`Service(retention_s=...)`): the hub prunes the store's log of entries older than
+that, at start and every `PRUNE_EVERY_S`, but never one a connected all-runs client has not
+been sent (`keep_after`: the lowest id a connected client was sent up to). A client that
+reconnects from an entry pruned meanwhile (`Last-Event-ID` below `Prunable.pruned_upto`) is
+told so by a `reset` event, then follows from the log's end.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loopstate.engine.clock import Clock
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.logs import get_logger
-from loopstate.engine.store import RunEvent, Store
+from loopstate.engine.store import Prunable, Pruned, RunEvent, Store
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
 
 RECENT = 10_000
@@ -31,6 +38,8 @@ PAGE = 1000
 BACKLOG = 10_000
 """Notices held for one client that does not read (beyond: dropped; it catches up from the
 store on its next notice or reconnect)."""
+PRUNE_EVERY_S = 3600.0
+"""How often a service with a retention setting prunes the store's log."""
 DELTAS = 256
 """Deltas held for one client: beyond, its live text has gaps (deltas are never stored)."""
 
@@ -62,6 +71,8 @@ class Hub:
         self._floor = 0  # every entry after it, up to `_head`, is in `_recent`
         self._head: int | None = None
         self._starting = asyncio.Lock()
+        self._sent: dict[asyncio.Queue[Item], int] = {}  # all-runs clients: sent up to id
+        self._pruning = asyncio.Lock()
         self.log = get_logger().bind(component="service.feed")
         self.decided: Callable[[], None] = lambda: None
         """Called when a run's last pending call got its decision (from any process)."""
@@ -74,6 +85,7 @@ class Hub:
     def unsubscribe(self, run_id: str | None, queue: asyncio.Queue[Item]) -> None:
         if run_id is None:
             self._all.discard(queue)
+            self._sent.pop(queue, None)
             return
         followers = self._runs.get(run_id)
         if followers is not None:
@@ -139,6 +151,43 @@ class Hub:
             return await self.store.events(after=after, limit=PAGE)
         start = bisect.bisect_right(self._recent, after, key=lambda e: e.id)
         return self._recent[start:]
+
+    async def follow(self, queue: asyncio.Queue[Item], after: int | None) -> tuple[int, int | None]:
+        """Where all-runs client `queue` starts: after `after` (None: the log's end), kept from
+        pruning from then on; and, if entries after `after` were pruned, the id they were
+        pruned up to (the client must start over: a `reset`), the start then being the end."""
+        async with self._pruning:  # a prune in this process sees the client, or is seen
+            head = await self.head()
+            pruned = None
+            if after is not None and isinstance(self.store, Prunable):
+                upto = await self.store.pruned_upto()
+                pruned = upto if after < upto else None
+            start = head if after is None or pruned is not None else after
+            self._sent[queue] = start
+        return start, pruned
+
+    def sent(self, queue: asyncio.Queue[Item], upto: int) -> None:
+        """All-runs client `queue` was sent the log up to id `upto`."""
+        self._sent[queue] = upto
+
+    async def prune(self, older_than_s: float, now: float) -> Pruned | None:
+        """Prune the store's log and answers older than `older_than_s` (see the module's doc)."""
+        if not isinstance(self.store, Prunable):
+            return None
+        async with self._pruning:
+            keep_after = min(self._sent.values(), default=None)
+            return await self.store.prune(before=now - older_than_s, keep_after=keep_after)
+
+    async def keep(self, older_than_s: float, clock: Clock, stop: asyncio.Event) -> None:
+        """Prune at once and every `PRUNE_EVERY_S` until `stop`."""
+        while not stop.is_set():
+            try:
+                pruned = await self.prune(older_than_s, clock())
+                self.log.info("feed_pruned", **(pruned.model_dump() if pruned else {}))
+            except LoopstateError as exc:  # the store is unreachable: try at the next turn
+                self.log.warning("feed_prune_failed", error=str(exc).splitlines()[0])
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), PRUNE_EVERY_S)
 
     def delta(self, delta: TextDelta | ToolCallDelta) -> None:
         """A delta of a run this process drives, for the streams that follow that run."""

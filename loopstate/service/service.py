@@ -41,7 +41,10 @@ class Service:
     stream (the pages then show the model's text live); a provider that refuses a streamed
     request with a 4xx saying so gets that step again as a plain call (logged once per
     model). `stream=False` makes every call a plain one. `max_body`: the largest request body
-    taken, in bytes (larger: 413, unread)."""
+    taken, in bytes (larger: 413, unread). `retention_s`: prune the store's event log and
+    idempotency answers older than this many seconds, at start and hourly, never an entry a
+    connected stream client still needs (None: keep them; `loopstate store prune` does it
+    from outside)."""
 
     def __init__(
         self,
@@ -55,6 +58,7 @@ class Service:
         concurrency: int = 16,
         stream: bool = True,
         max_body: int = MAX_BODY,
+        retention_s: float | None = None,
     ) -> None:
         if store is None:
             if not agents:
@@ -70,6 +74,7 @@ class Service:
         self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
         self.max_body = max_body
+        self.retention_s = retention_s
         self.locks: dict[str, asyncio.Lock] = {}
 
     def run_lock(self, run_id: str) -> asyncio.Lock:
@@ -85,6 +90,8 @@ class Service:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.runner.serve(stop))
             tasks.create_task(self.hub.serve(stop))
+            if self.retention_s is not None:
+                tasks.create_task(self.hub.keep(self.retention_s, self.runner.clock, stop))
             try:
                 yield
             finally:
