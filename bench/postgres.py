@@ -9,11 +9,20 @@ worker processes on a throwaway PostgreSQL server (fsync on, `synchronous_commit
 SQLite's default, a commit survives the writer's crash, not a power cut) beside 1 worker on
 SQLite, and the p50 latency from a decision queued to the run's first step after it.
 Workers time their steps themselves (the stored transitions' times): start-up is excluded.
+Workers wait for work on LISTEN/NOTIFY (their poll is a fallback).
+
+Then, for PostgreSQL: the server's CPU time per step (the postmaster and its backends, from
+/proc, over the whole measurement: it includes this process queueing the decisions), and the
+round trips per step of one worker process whose connections go through a counting proxy
+(tests/pg_wire.py: Sync and Query messages on the wire; a separate pass, as the proxy costs
+time). On a 2-core machine the workers, the server and this process share the cores: the
+figures say what the store costs, not how far it scales on a server of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -60,7 +69,35 @@ def start_worker(db: str, log: Path) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
-async def measure(db: str, store: Store, workers: int, runs: int, tmp: Path) -> dict[str, float]:
+def server_cpu_s(postmaster: int) -> float:
+    """CPU seconds of the PostgreSQL server so far: the postmaster, its exited children (reaped
+    into its own counters) and its live ones (background processes, backends)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def times(pid: int, children: bool) -> float:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            return sum(int(f) for f in fields[11 : 15 if children else 13]) / tick
+        return 0.0
+
+    live = [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _parent(entry) == postmaster
+    ]
+    return times(postmaster, True) + sum(times(pid, False) for pid in live)
+
+
+def _parent(proc: Path) -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    return 0
+
+
+async def measure(
+    db: str, store: Store, workers: int, runs: int, tmp: Path, *, postmaster: int = 0,
+    worker_db: str | None = None,
+) -> dict[str, float]:  # fmt: skip
     from loopstate import Approve
     from loopstate.engine.operations import queue_decision
 
@@ -70,17 +107,21 @@ async def measure(db: str, store: Store, workers: int, runs: int, tmp: Path) -> 
         result = await suspended.run("go", run_id=f"w{workers}-{i}")
         pending[result.run_id] = result.pending[0].call_id
     logs = [tmp / f"w{workers}-{n}.log" for n in range(workers)]
-    procs = [start_worker(db, log) for log in logs]
+    procs = [start_worker(worker_db or db, log) for log in logs]
     try:
         # Polling other processes' progress: there is no event of theirs to wait on.
         while not all("serving" in log.read_text() for log in logs):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+        cpu = server_cpu_s(postmaster) if postmaster else 0.0
         decided = {}
         for run_id, call_id in pending.items():
             await queue_decision(store, run_id, call_id, Approve(), actor="bench")
             decided[run_id] = time.time()
+        # Seldom: each look is a query the server's CPU figure counts (the steps' own times
+        # are the stored transitions', so how soon this notices the end changes nothing).
         while len(await store.list_runs(status="done", limit=runs)) < runs:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+        cpu = (server_cpu_s(postmaster) - cpu) if postmaster else 0.0
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
@@ -95,11 +136,14 @@ async def measure(db: str, store: Store, workers: int, runs: int, tmp: Path) -> 
     return {
         "steps_per_s": steps / (max(ends) - min(starts)),
         "p50_ms": statistics.median(latency) * 1000,
+        "steps": steps,
+        "cpu_ms_per_step": cpu / steps * 1000,
     }
 
 
 async def main(runs: int) -> None:
     sys.path.insert(0, str(HERE.parent / "tests"))
+    from pg_wire import counting_proxy
     from postgres_server import fresh_schema, postgres_server
 
     from loopstate import PostgresStore
@@ -116,17 +160,39 @@ async def main(runs: int) -> None:
             f"  {base['steps_per_s']:7.0f} steps/s   p50 decision → resume {base['p50_ms']:.1f} ms"
         )
         with postgres_server(settings="-c synchronous_commit=off") as dsn:
+            postmaster = _postmaster(dsn)
             print("PostgreSQL (ratio to SQLite, 1 process):")
             for workers in (1, 2, 4):
                 own = fresh_schema(dsn)  # each configuration in tables of its own
                 store = PostgresStore(own)
-                got = await measure(own, store, workers, runs, tmp)
+                got = await measure(own, store, workers, runs, tmp, postmaster=postmaster)
                 await store.close()
                 print(
                     f"  {workers} worker processes: {got['steps_per_s']:7.0f} steps/s "
                     f"({got['steps_per_s'] / base['steps_per_s']:.2f}×)   p50 decision → resume "
-                    f"{got['p50_ms']:.1f} ms ({got['p50_ms'] / base['p50_ms']:.2f}×)"
+                    f"{got['p50_ms']:.1f} ms ({got['p50_ms'] / base['p50_ms']:.2f}×)   server CPU "
+                    f"{got['cpu_ms_per_step']:.2f} ms/step"
                 )
+            own = fresh_schema(dsn)
+            with counting_proxy(own) as (proxied, wire):
+                store = PostgresStore(own)  # this process's own statements are not counted
+                got = await measure(own, store, 1, runs, tmp, worker_db=proxied)
+                await store.close()
+            print(
+                f"  1 worker process through a counting proxy: "
+                f"{wire.round_trips / got['steps']:.2f} round trips/step "
+                f"({wire.round_trips} for {got['steps']:.0f} steps, start-up included)"
+            )
+
+
+def _postmaster(dsn: str) -> int:
+    """The pid of the server's postmaster: the parent of a backend."""
+    import psycopg
+
+    with psycopg.connect(dsn) as db:
+        row = db.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return _parent(Path(f"/proc/{row[0]}"))
 
 
 if __name__ == "__main__":
