@@ -63,7 +63,7 @@ class Worker:
         self.log = (log or get_logger()).bind(worker=self.owner)
         self.resumed = 0
         self.claims = 0
-        """How many times it asked the store for ready runs."""
+        """How many times the store answered its claim for ready runs."""
         self._in_flight: set[str] = set()
         self._finished = asyncio.Event()
         self._stop = asyncio.Event()
@@ -96,10 +96,10 @@ class Worker:
         free = self.concurrency - len(self._in_flight)
         if free <= 0:
             return []
-        self.claims += 1
         claimed = await self.store.claim(
             owner=self.owner, now=self.target.clock(), ttl=self.lease_s, limit=free
         )
+        self.claims += 1
         # A run in hand whose lease ran out between two saves: it is ours, claimed again.
         return [run_id for run_id in claimed if run_id not in self._in_flight]
 

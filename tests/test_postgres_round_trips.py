@@ -96,7 +96,7 @@ async def test_a_waiting_worker_is_woken_by_a_decision_not_by_its_poll(
     suspended = await agent.run("go", run_id="r")
     stop, worker = asyncio.Event(), Worker(agent, poll_s=3600.0)  # would sleep for an hour
     serving = asyncio.create_task(worker.serve(stop))
-    await until(lambda: worker.claims >= 1)  # it looked once, found nothing, and waits
+    await until(lambda: worker.claims >= 1)  # it looked once (listening), found nothing: waits
     await queue_decision(store, "r", suspended.pending[0].call_id, Approve(), actor="t")
     await wait_until_ended(store, 1, within=60.0)
     stop.set()
