@@ -11,7 +11,8 @@ SQLite, and the p50 latency from a decision queued to the run's first step after
 Workers time their steps themselves (the stored transitions' times): start-up is excluded.
 Workers wait for work on LISTEN/NOTIFY (their poll is a fallback).
 
-Then, for PostgreSQL: the server's CPU time per step (the postmaster and its backends, from
+CPU per step: the worker processes' (from /proc, from when they serve to the last run's end),
+and for PostgreSQL the server's CPU time per step (the postmaster and its backends, from
 /proc, over the whole measurement: it includes this process queueing the decisions), and the
 round trips per step of one worker process whose connections go through a counting proxy
 (tests/pg_wire.py: Sync and Query messages on the wire; a separate pass, as the proxy costs
@@ -69,23 +70,23 @@ def start_worker(db: str, log: Path) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
+def cpu_s(pid: int, *, children: bool = False) -> float:
+    """CPU seconds process `pid` used (user + system; `children`: with its reaped children's)."""
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return sum(int(f) for f in fields[11 : 15 if children else 13]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def server_cpu_s(postmaster: int) -> float:
     """CPU seconds of the PostgreSQL server so far: the postmaster, its exited children (reaped
     into its own counters) and its live ones (background processes, backends)."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def times(pid: int, children: bool) -> float:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-            return sum(int(f) for f in fields[11 : 15 if children else 13]) / tick
-        return 0.0
-
     live = [
         int(entry.name)
         for entry in Path("/proc").iterdir()
         if entry.name.isdigit() and _parent(entry) == postmaster
     ]
-    return times(postmaster, True) + sum(times(pid, False) for pid in live)
+    return cpu_s(postmaster, children=True) + sum(cpu_s(pid) for pid in live)
 
 
 def _parent(proc: Path) -> int:
@@ -113,6 +114,7 @@ async def measure(
         while not all("serving" in log.read_text() for log in logs):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         cpu = server_cpu_s(postmaster) if postmaster else 0.0
+        client = sum(cpu_s(proc.pid) for proc in procs)
         decided = {}
         for run_id, call_id in pending.items():
             await queue_decision(store, run_id, call_id, Approve(), actor="bench")
@@ -122,6 +124,7 @@ async def measure(
         while len(await store.list_runs(status="done", limit=runs)) < runs:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
         cpu = (server_cpu_s(postmaster) - cpu) if postmaster else 0.0
+        client = sum(cpu_s(proc.pid) for proc in procs) - client
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
@@ -138,6 +141,7 @@ async def measure(
         "p50_ms": statistics.median(latency) * 1000,
         "steps": steps,
         "cpu_ms_per_step": cpu / steps * 1000,
+        "workers_cpu_ms_per_step": client / steps * 1000,
     }
 
 
@@ -158,6 +162,7 @@ async def main(runs: int) -> None:
         print(f"{runs} runs, 6 steps each after a decision; SQLite, 1 worker process:")
         print(
             f"  {base['steps_per_s']:7.0f} steps/s   p50 decision → resume {base['p50_ms']:.1f} ms"
+            f"   worker CPU {base['workers_cpu_ms_per_step']:.2f} ms/step"
         )
         with postgres_server(settings="-c synchronous_commit=off") as dsn:
             postmaster = _postmaster(dsn)
@@ -170,8 +175,9 @@ async def main(runs: int) -> None:
                 print(
                     f"  {workers} worker processes: {got['steps_per_s']:7.0f} steps/s "
                     f"({got['steps_per_s'] / base['steps_per_s']:.2f}×)   p50 decision → resume "
-                    f"{got['p50_ms']:.1f} ms ({got['p50_ms'] / base['p50_ms']:.2f}×)   server CPU "
-                    f"{got['cpu_ms_per_step']:.2f} ms/step"
+                    f"{got['p50_ms']:.1f} ms ({got['p50_ms'] / base['p50_ms']:.2f}×)   CPU/step: "
+                    f"server {got['cpu_ms_per_step']:.2f} ms, workers "
+                    f"{got['workers_cpu_ms_per_step']:.2f} ms"
                 )
             own = fresh_schema(dsn)
             with counting_proxy(own) as (proxied, wire):
