@@ -55,11 +55,11 @@ _HEADER = (
 )
 _APPEND = """,
 m AS (INSERT INTO loopstate_messages (run_id, idx, body)
-      SELECT run.run_id, x.i, x.b FROM run, unnest(%(mi)s::int[], %(mb)s::text[]) AS x(i, b)),
+      SELECT run.run_id, x.i, x.b FROM run, unnest(%(mi)b::int[], %(mb)b::text[]) AS x(i, b)),
 t AS (INSERT INTO loopstate_transitions (run_id, seq, body)
-      SELECT run.run_id, x.i, x.b FROM run, unnest(%(ti)s::int[], %(tb)s::text[]) AS x(i, b)),
+      SELECT run.run_id, x.i, x.b FROM run, unnest(%(ti)b::int[], %(tb)b::text[]) AS x(i, b)),
 c AS (INSERT INTO loopstate_calls (run_id, position, body)
-      SELECT run.run_id, x.i, x.b FROM run, unnest(%(ci)s::int[], %(cb)s::text[]) AS x(i, b)
+      SELECT run.run_id, x.i, x.b FROM run, unnest(%(ci)b::int[], %(cb)b::text[]) AS x(i, b)
       ON CONFLICT (run_id, position) DO UPDATE SET body = EXCLUDED.body),
 e AS (INSERT INTO loopstate_events (run_id, body)
       SELECT run.run_id, %(event)s FROM run,
