@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from loopstate.engine.approval import Approver, as_approver
+from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import HookChain, Hooks
@@ -36,6 +37,8 @@ class RunOptions:
     ids: IdSource = random_ids
     lease_s: float = DEFAULT_LEASE_S
     log: Any = None
+    budget: Budget | None = None
+    """The limits every run started with these options keeps (stored with the run)."""
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> RunOptions:

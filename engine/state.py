@@ -19,6 +19,7 @@ from loopstate.engine.approval import (
     Deny,
 )
 from loopstate.engine.arguments import Arguments
+from loopstate.engine.budget import Budget
 from loopstate.engine.data import Frozen
 from loopstate.engine.failure import RunFailure
 from loopstate.engine.marks import ForkedFrom, Mark
@@ -226,6 +227,9 @@ class FlowPosition(Frozen):
         return None
 
 
+_RESUMABLE_FAILED = ("model_failed", "budget_exceeded")
+"""States whose status is `failed` but that `resume` leaves (a retry, a raised budget)."""
+
 _FLOW_FIELDS = ("phase", "data", "phase_step", "folded_calls")
 
 
@@ -246,6 +250,12 @@ class RunState(Frozen):
     steps: int = 0
     """Model calls made so far."""
     usage: Usage = Usage()
+    last_call: Usage | None = None
+    """The usage of the latest model call (what the next one is estimated from)."""
+    budget: Budget | None = None
+    """The run's limits (`Agent(budget=)`), kept with it; `resume(budget=)` raises them."""
+    driven_s: float = 0.0
+    """Seconds spent in model calls and tools so far (a `wall_s` budget counts them)."""
     stop_reason: str | None = None
     output: str | None = None
     error: str | None = None
@@ -301,7 +311,7 @@ class RunState(Frozen):
             return status
         if self.state in _ENDED or self.state == "awaiting_approval":
             return self.state  # type: ignore[return-value]
-        if self.state == "model_failed":  # failed, and `resume` calls the model again
+        if self.state in _RESUMABLE_FAILED:  # failed, and `resume` goes on from that step
             return "failed"
         return "running"
 

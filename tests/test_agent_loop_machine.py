@@ -21,11 +21,15 @@ TABLE = [
     ("executing_tool", "reapprove", {}, "awaiting_approval"),
     ("thinking", "model_error", {}, "model_failed"),
     ("model_failed", "retry", {}, "thinking"),
+    ("thinking", "over_budget", {}, "budget_exceeded"),
+    ("executing_tool", "over_budget", {}, "budget_exceeded"),
+    ("budget_exceeded", "budget_raised", {"batch": True}, "executing_tool"),
+    ("budget_exceeded", "budget_raised", {"batch": False}, "thinking"),
     ("done", "user_message", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
-    *[(s, "abort", {}, "aborted") for s in ("executing_tool", "model_failed")],
+    *[(s, "abort", {}, "aborted") for s in ("executing_tool", "model_failed", "budget_exceeded")],
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "awaiting_approval")],
-    *[(s, "fail", {}, "failed") for s in ("executing_tool", "model_failed")],
+    *[(s, "fail", {}, "failed") for s in ("executing_tool", "model_failed", "budget_exceeded")],
 ]
 
 

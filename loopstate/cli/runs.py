@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from loopstate.cli.errors import interrupted, report
+from loopstate.cli.limits import budget_of
 from loopstate.cli.lookup import load_agent, resolve_run
 from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
@@ -103,6 +104,13 @@ def register(subparsers: Any) -> None:
         "--message",
         help="the user's next message: continues a run that answered or a flow waiting "
         "for input, or accompanies the recorded decisions",
+    )
+    resume.add_argument(
+        "--budget",
+        action="append",
+        metavar="LIMIT=VALUE",
+        help="raise a limit of the run's budget (tokens, cost_usd, tool_calls, model_calls, "
+        "wall_s), e.g. cost_usd=2; repeat for several",
     )
 
 
@@ -256,7 +264,8 @@ async def _resume(args: argparse.Namespace, store: Store) -> int:
 
     target: Agent | Flow = load_agent(args.agent).clone(store=store)
     actor = f"cli:{_user()}"
-    result = await target.resume(args.run, message=args.message, actor=actor)
+    budget = budget_of(args.budget) if args.budget else None
+    result = await target.resume(args.run, message=args.message, actor=actor, budget=budget)
     _print_result(result)
     return 0 if result.status != "failed" else 1
 

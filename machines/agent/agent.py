@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
+from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import DefinitionError
@@ -52,7 +53,9 @@ class Agent:
     `retry-after`; a run whose model call still fails stops in `model_failed` (status
     `failed`), and `resume()` calls the model again from that step. A run that answered
     goes on with `resume(run_id, message=...)`; `view` is what the model is shown of the
-    history (e.g. `TokenBudget(100_000)`; default: all).
+    history (e.g. `TokenBudget(100_000)`; default: all). `budget` limits each run (tokens,
+    cost, tool calls, model calls, seconds: see `Budget`), over the run and its sub-agents'
+    runs; a run that would pass it rests in `budget_exceeded` until `resume(budget=...)`.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Agent:
         lease_s: float = DEFAULT_LEASE_S,
         retry: RetryPolicy | None = None,
         log: Any = None,
+        budget: Budget | None = None,
     ) -> None:
         if max_steps < 1:
             raise DefinitionError("max_steps must be at least 1")
@@ -232,6 +236,7 @@ class Agent:
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """Continue a suspended or interrupted run exactly where it stopped, or a run that
         answered with the user's next `message` (a conversation: same run id, the history
@@ -245,8 +250,10 @@ class Agent:
         the lease owner to resume under (a worker that claimed the run passes its own). Once
         `drain` is set the run stops after its current step, still `running` (a worker that
         is shutting down sets it). A run stopped in `model_failed` calls the model again.
-        `results` (by call id) are the values of external tools' calls (`Result`)."""
-        given = Given.of(decisions, results, message, actor)
+        `results` (by call id) are the values of external tools' calls (`Result`). `budget`
+        raises the run's limits (those it names); a run resting in `budget_exceeded` goes on
+        once they let its next step start (`RunNotResumable` naming the limit otherwise)."""
+        given = Given.of(decisions, results, message, actor, budget)
         return await self._resume(run_id, given, owner=owner, drain=drain)
 
     async def _resume(

@@ -27,6 +27,10 @@ class AgentLoop(StateChart[Any]):
       overloaded provider, a dropped connection). The run stops in `model_failed` (its status
       is `failed`) and `retry`, asked for by someone resuming it, calls the model again:
       nothing before the failed step runs again.
+    - `over_budget`: the next model call or batch of tools would pass the run's `Budget`; it
+      does not start, and the run rests in `budget_exceeded` (status `failed`) until
+      `budget_raised` (a resume with a raised budget) goes back to the step it stopped
+      before: `batch` says a batch of tools waits to run.
     """
 
     # Strict: an event the current state does not accept raises, and an error in a guard
@@ -41,6 +45,7 @@ class AgentLoop(StateChart[Any]):
     awaiting_approval = State()
     executing_tool = State()
     model_failed = State()
+    budget_exceeded = State()
     done = State()  # rests: a user message continues the conversation
     failed = State(final=True)
     aborted = State(final=True)
@@ -58,12 +63,17 @@ class AgentLoop(StateChart[Any]):
     reapprove = executing_tool.to(awaiting_approval)
     model_error = thinking.to(model_failed)
     retry = model_failed.to(thinking)
+    over_budget = thinking.to(budget_exceeded) | executing_tool.to(budget_exceeded)
+    budget_raised = budget_exceeded.to(executing_tool, cond="has_batch") | budget_exceeded.to(
+        thinking
+    )
     abort = (
         idle.to(aborted)
         | thinking.to(aborted)
         | awaiting_approval.to(aborted)
         | executing_tool.to(aborted)
         | model_failed.to(aborted)
+        | budget_exceeded.to(aborted)
     )
     fail = (
         idle.to(failed)
@@ -71,6 +81,7 @@ class AgentLoop(StateChart[Any]):
         | awaiting_approval.to(failed)
         | executing_tool.to(failed)
         | model_failed.to(failed)
+        | budget_exceeded.to(failed)
     )
 
     def is_answer(self, calls: int) -> bool:
@@ -79,6 +90,9 @@ class AgentLoop(StateChart[Any]):
     def has_gated_calls(self, gated: int) -> bool:
         return gated > 0
 
+    def has_batch(self, batch: bool) -> bool:
+        return batch
+
     def stop_requested(self, stop: str | None = None) -> bool:
         return stop is not None
 
@@ -86,9 +100,9 @@ class AgentLoop(StateChart[Any]):
 LOOP_FINAL = frozenset({AgentLoop.done.id, *(s.id for s in AgentLoop.final_states)})
 """Where a drive of the agent loop stops for good or until the user speaks: done (a resting
 state that `user_message` continues), failed, aborted (final)."""
-LOOP_STOPPED = LOOP_FINAL | {AgentLoop.model_failed.id}
-"""Where a drive of the agent loop stops until someone acts: `LOOP_FINAL`, and `model_failed`
-(which `retry` leaves)."""
+LOOP_STOPPED = LOOP_FINAL | {AgentLoop.model_failed.id, AgentLoop.budget_exceeded.id}
+"""Where a drive of the agent loop stops until someone acts: `LOOP_FINAL`, `model_failed`
+(which `retry` leaves) and `budget_exceeded` (which `budget_raised` leaves)."""
 
 
 class AgentEvents(Protocol):
@@ -104,6 +118,8 @@ class AgentEvents(Protocol):
     def reapprove(self) -> Any: ...
     def model_error(self) -> Any: ...
     def retry(self) -> Any: ...
+    def over_budget(self) -> Any: ...
+    def budget_raised(self, *, batch: bool) -> Any: ...
     def abort(self) -> Any: ...
     def fail(self) -> Any: ...
 

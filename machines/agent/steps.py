@@ -41,6 +41,7 @@ from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.conversation import queued_message
 from loopstate.machines.agent.decisions import Decided, Decisions, Refusal
 from loopstate.machines.agent.delegation import Delegations
+from loopstate.machines.agent.limits import LoopLimits, stop_reason
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
 from loopstate.machines.agent.model_call import ModelCall
 
@@ -90,6 +91,7 @@ class LoopSteps(OnCore):
         self.decisions = Decisions(self.executor, config.tools, config.options.clock)
         self.delegations = Delegations(self)
         self.model_call = ModelCall(core, config.model, config.tools.values())
+        self.limits = LoopLimits(self)
         self._unsaved_results = 0
         self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
             AgentLoop.idle.id: self._start,
@@ -129,6 +131,9 @@ class LoopSteps(OnCore):
     async def _think(self) -> bool:
         config = self.config
         request = self.model_call.request(self.state, config.view, config.tool_choice)
+        if await self.limits.before_call(request):
+            return True
+        started = config.options.clock()
         try:
             response = await self.model_call.call(request)
         except ModelError as exc:
@@ -143,6 +148,8 @@ class LoopSteps(OnCore):
             "messages": (*state.messages, reply),
             "steps": request.step,
             "usage": state.usage + response.usage,
+            "last_call": response.usage,
+            "driven_s": state.driven_s + (config.options.clock() - started),
             "calls": (*state.calls, *records),
             "batch_start": len(state.calls),
         }
@@ -294,6 +301,9 @@ class LoopSteps(OnCore):
                 self.state = self.state.replace_call(record.evolve(status="running"))
 
     async def _execute(self) -> bool:
+        if await self.limits.before_batch():
+            return True
+        started = self.config.options.clock()
         if any(c.status == "approved" for c in self.state.batch):
             self.mark_running()  # entered by resume or re-approval: intent not yet saved
             await self.core.save()
@@ -313,7 +323,7 @@ class LoopSteps(OnCore):
             await self.core.save()
             return False
         batch = self.state.batch
-        stop = self._stop_reason()
+        stop = stop_reason(self.state, self.config)
         direct = self.delegations.direct_output()
         update: dict[str, Any] = {
             "messages": (
@@ -322,6 +332,7 @@ class LoopSteps(OnCore):
                 *queued_message(self.state),
             ),
             "queued_message": None,
+            "driven_s": self.state.driven_s + (self.config.options.clock() - started),
             "calls": (
                 *self.state.calls[: self.state.batch_start],
                 *(c.evolve(result=None, parameters=None) for c in batch),
@@ -380,16 +391,3 @@ class LoopSteps(OnCore):
             workspace=options.workspace,
             log=self.core.log.bind(call_id=call_id, tool=tool),
         )
-
-    def _stop_reason(self) -> str | None:
-        if self.state.steps >= self.config.max_steps:
-            return "max_steps"
-        for condition in self.config.stop_when:
-            verdict = condition(self.state)
-            if verdict:
-                return (
-                    verdict
-                    if isinstance(verdict, str)
-                    else getattr(condition, "__name__", "stop_when")
-                )
-        return None

@@ -38,6 +38,8 @@ from loopstate.machines.flows.typed import closed_gates, fit, misfit
 from loopstate.machines.table import TransitionTable
 
 P = ParamSpec("P")
+_RESTING = (AgentLoop.model_failed.id, AgentLoop.budget_exceeded.id)
+"""Phase loop states a resume leaves (a retry, a raised budget): the flow stops there too."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class FlowSteps(OnCore):
     # -- Stepper -----------------------------------------------------------------------------
 
     def ended(self) -> bool:
-        return self.flow.phase in FINAL or self.state.state == AgentLoop.model_failed.id
+        return self.flow.phase in FINAL or self.state.state in _RESTING
 
     async def step(self) -> bool:
         if self.flow.awaiting_input:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from statemachine import StateChart
 
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
+from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import DefinitionError, RunNotResumable, UnknownCall
@@ -83,6 +84,7 @@ class Flow:
         lease_s: float = DEFAULT_LEASE_S,
         retry: RetryPolicy | None = None,
         log: Any = None,
+        budget: Budget | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
@@ -211,12 +213,14 @@ class Flow:
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
+        budget: Budget | None = None,
     ) -> FlowResult:
         """Continue a suspended or interrupted run where it stopped: with the user's `message`
         when it waits for input, with `decisions` (by call id) when it waits for approval,
         with `results` (by call id) for its external tools' calls (`Result`). `owner` is the
-        lease owner to resume under (a worker that claimed the run)."""
-        given = Given.of(decisions, results, message, actor)
+        lease owner to resume under (a worker that claimed the run). `budget` raises the
+        run's limits (see `Agent.resume`)."""
+        given = Given.of(decisions, results, message, actor, budget)
         return await self._resume(run_id, given, owner=owner, drain=drain)
 
     async def _resume(
