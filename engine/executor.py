@@ -18,7 +18,9 @@ from pydantic import ValidationError
 
 from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest
 from loopstate.engine.arguments import parse_arguments, thaw
+from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.messages import ToolCall, ToolMessage
+from loopstate.engine.rule import Rule, forbidding, gating
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import AskPending, Tool, ToolContext, render_result
@@ -37,17 +39,25 @@ class Executor:
         *,
         auto_approve: bool = False,
         denial_message: DenialFormatter | None = None,
+        clock: Clock = system_clock,
     ) -> None:
         self.tools = tools
+        self.clock = clock
         self.auto_approve = auto_approve
         self.denial_message = denial_message
 
     # -- classify a model turn's calls -------------------------------------------------------
 
-    def prepare(self, calls: Sequence[ToolCall], context: ContextFactory) -> list[CallRecord]:
-        return [self._prepare_one(call, context) for call in calls]
+    def prepare(
+        self, calls: Sequence[ToolCall], context: ContextFactory, rules: Sequence[Rule] = ()
+    ) -> list[CallRecord]:
+        """The records of a model turn's calls: invalid, denied by a forbidding rule, waiting
+        for a decision (their tool asks, or a gating rule does), or approved."""
+        return [self._prepare_one(call, context, rules) for call in calls]
 
-    def _prepare_one(self, call: ToolCall, context: ContextFactory) -> CallRecord:
+    def _prepare_one(
+        self, call: ToolCall, context: ContextFactory, rules: Sequence[Rule]
+    ) -> CallRecord:
         base = {
             "call_id": storable_text(call.id),
             "tool": storable_text(call.name),
@@ -67,6 +77,10 @@ class Executor:
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
         record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        request = record.request().evolve(category=tool.category)  # what rules match on
+        if (forbidden := forbidding(rules, request)) is not None:
+            record, actor = record.evolve(category=tool.category), f"rule:{forbidden.name}"
+            return self.decide(record, forbidden.decide(), actor=actor, at=self.clock())
         if tool.external:  # never auto-approved: only a supplied result completes it
             return record.model_copy(
                 update={
@@ -86,6 +100,8 @@ class Executor:
                 reason, metadata = storable_text(gated.description), gated.metadata
         except Exception as exc:  # a broken predicate must not let a call through
             gated, reason = True, f"{tool.name}'s approval check raised {exc!r}"
+        if not gated and (rule := gating(rules, request)) is not None:
+            gated, reason = True, f"{tool.name} needs approval ({rule.named})"
         if not gated:
             return record
         if self.auto_approve:

@@ -12,6 +12,7 @@ from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import HookChain, Hooks
+from loopstate.engine.rule import Rule
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store
 
@@ -39,6 +40,8 @@ class RunOptions:
     log: Any = None
     budget: Budget | None = None
     """The limits every run started with these options keeps (stored with the run)."""
+    rules: tuple[Rule, ...] = ()
+    """Rules that gate or forbid calls (`Agent(rules=...)`), kept with each run it drives."""
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> RunOptions:
@@ -53,6 +56,7 @@ class RunOptions:
                 "approver": None if approver is None else as_approver(approver),
                 "hooks": hook_chain(given.get("hooks")),
                 "workspace": workspace_path(given.get("workspace")),
+                "rules": tuple(given.get("rules") or ()),
             }
         )
 

@@ -114,6 +114,8 @@ class RunProtocol(Generic[S]):
         o, owner = self.options, lease_owner()
         if o.budget is not None and state.budget is None:
             state = state.evolve(budget=o.budget)
+        if o.rules:
+            state = state.evolve(rules=o.rules)
         async with self.kind.session():
             await o.store.create(state, owner=owner, now=state.created_at, ttl=o.lease_s)
             core = self.core(state, owner, feed)
@@ -138,7 +140,8 @@ class RunProtocol(Generic[S]):
         owner to resume under, `drain` stops it after its current step once set."""
         o, owner = self.options, owner or lease_owner()
         state = await o.store.acquire(run_id, owner=owner, now=o.clock(), ttl=o.lease_s)
-        state = state.evolve(child_ready=False)  # this resume continues the waiting child
+        # this resume continues the waiting child; the rules it keeps are the agent's now
+        state = state.evolve(child_ready=False, rules=o.rules or state.rules)
         core = self.core(state, owner, feed)
         async with core.holding(), self.kind.session():
             given = _take_queued_message(core, given)

@@ -265,6 +265,9 @@ class RunState(Frozen):
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
     """Decisions recorded while suspended, not yet applied."""
+    rules: tuple[Rule, ...] = ()
+    """The agent's own rules (`Agent(rules=...)`) as the run was last driven: they gate and
+    forbid its calls, and every door's decisions are checked against them."""
     remembered: tuple[Remembered, ...] = ()
     """Standing decisions for this run's later calls ("always allow / deny this tool, or
     calls matching this rule"), revoked ones included (marked, for the audit)."""

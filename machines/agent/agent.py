@@ -23,6 +23,7 @@ from loopstate.engine.operations import abort_run, forget_decision
 from loopstate.engine.options import RunOptions, StopCondition
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.result import RunResult
+from loopstate.engine.rule import Rule
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import ParentLink, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store
@@ -56,6 +57,9 @@ class Agent:
     history (e.g. `TokenBudget(100_000)`; default: all). `budget` limits each run (tokens,
     cost, tool calls, model calls, seconds: see `Budget`), over the run and its sub-agents'
     runs; a run that would pass it rests in `budget_exceeded` until `resume(budget=...)`.
+    `rules` gate and forbid calls whatever their tools declare: a `Rule(decision="ask")`
+    makes the calls it matches wait for a decision, a `Rule(forbid=True)` denies them and
+    no approval, from any door, can let one run (kept with each run; see `Rule`).
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class Agent:
         retry: RetryPolicy | None = None,
         log: Any = None,
         budget: Budget | None = None,
+        rules: Sequence[Rule] = (),
     ) -> None:
         if max_steps < 1:
             raise DefinitionError("max_steps must be at least 1")

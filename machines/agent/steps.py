@@ -87,6 +87,7 @@ class LoopSteps(OnCore):
             config.tools,
             auto_approve=config.options.auto_approve,
             denial_message=config.options.denial_message,
+            clock=config.options.clock,
         )
         self.decisions = Decisions(self.executor, config.tools, config.options.clock)
         self.delegations = Delegations(self)
@@ -142,7 +143,7 @@ class LoopSteps(OnCore):
             await self._stall(exc)
             return True
         reply = response.message
-        records = self.executor.prepare(reply.calls, self.context)
+        records = self.executor.prepare(reply.calls, self.context, self.state.rules)
         state = self.state
         update: dict[str, Any] = {
             "messages": (*state.messages, reply),
@@ -167,8 +168,8 @@ class LoopSteps(OnCore):
             )
         )
         for record in records:
-            if record.decided_by == "auto_approve":
-                await self.announce(record, "auto")
+            if record.decided_by == "auto_approve" or record.status == "denied":
+                await self.announce(record, "auto" if record.status == "approved" else "deny")
         gated = sum(r.status == "awaiting" for r in records)
         self.send(None, self.machine.replied, calls=len(records), gated=gated)
         self.mark_running()
