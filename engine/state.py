@@ -45,7 +45,9 @@ ENDED = ("done", "failed", "aborted")
 """The final states of every machine loopstate drives (checked when a machine is built)."""
 _ENDED = ENDED
 
-RunStatus = Literal["running", "awaiting_approval", "awaiting_input", "done", "failed", "aborted"]
+RunStatus = Literal[
+    "running", "awaiting_approval", "awaiting_input", "paused", "done", "failed", "aborted"
+]
 
 
 class CallRecord(Frozen):
@@ -312,7 +314,7 @@ class RunState(Frozen):
     def status(self) -> RunStatus:
         if self.flow is not None and (status := self.flow.status(self.state)) is not None:
             return status
-        if self.state in _ENDED or self.state == "awaiting_approval":
+        if self.state in _ENDED or self.state in ("awaiting_approval", "paused"):
             return self.state  # type: ignore[return-value]
         if self.state in _RESUMABLE_FAILED:  # failed, and `resume` goes on from that step
             return "failed"

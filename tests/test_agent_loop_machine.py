@@ -25,11 +25,21 @@ TABLE = [
     ("executing_tool", "over_budget", {}, "budget_exceeded"),
     ("budget_exceeded", "budget_raised", {"batch": True}, "executing_tool"),
     ("budget_exceeded", "budget_raised", {"batch": False}, "thinking"),
+    ("thinking", "pause", {}, "paused"),
+    ("executing_tool", "pause", {}, "paused"),
+    ("paused", "unpause", {"batch": True}, "executing_tool"),
+    ("paused", "unpause", {"batch": False}, "thinking"),
     ("done", "user_message", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
-    *[(s, "abort", {}, "aborted") for s in ("executing_tool", "model_failed", "budget_exceeded")],
+    *[
+        (s, "abort", {}, "aborted")
+        for s in ("executing_tool", "model_failed", "budget_exceeded", "paused")
+    ],
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "awaiting_approval")],
-    *[(s, "fail", {}, "failed") for s in ("executing_tool", "model_failed", "budget_exceeded")],
+    *[
+        (s, "fail", {}, "failed")
+        for s in ("executing_tool", "model_failed", "budget_exceeded", "paused")
+    ],
 ]
 
 

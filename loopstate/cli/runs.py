@@ -86,6 +86,9 @@ def register(subparsers: Any) -> None:
     result.add_argument("--value", required=True, help="the result, as JSON")
     result.add_argument("--actor", default=f"cli:{_user()}", help="who supplies it (audit)")
     register_forget(_command, subparsers, _user())
+    pause = _command(subparsers, "pause", _pause, help="stop a running run at its next step")
+    pause.add_argument("run", help="a run id, or a unique start of one")
+    pause.add_argument("--actor", default=f"cli:{_user()}")
     abort = _command(subparsers, "abort", _abort, help="end a suspended run: no further step")
     abort.add_argument("run", help="a run id, or a unique start of one")
     abort.add_argument("--reason", required=True)
@@ -255,6 +258,17 @@ async def _abort(args: argparse.Namespace, store: Store) -> int:
 
     result = await abort_run(store, args.run, args.reason, actor=args.actor)
     print(shown(f"run {result.run_id}: {result.status} ({result.stop_reason})"))
+    return 0
+
+
+async def _pause(args: argparse.Namespace, store: Store) -> int:
+    from loopstate.engine.pause import pause_run
+
+    if await pause_run(store, args.run, actor=args.actor):
+        print(shown(f"run {args.run}: pause asked; it stops at its next step (then resume it)"))
+    else:
+        status = (await store.load(args.run)).status
+        print(shown(f"run {args.run} is {status}, not running: it stays as it is"))
     return 0
 
 

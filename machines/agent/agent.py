@@ -21,6 +21,7 @@ from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.operations import abort_run, forget_decision
 from loopstate.engine.options import RunOptions, StopCondition
+from loopstate.engine.pause import pause_run
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.result import RunResult
 from loopstate.engine.rule import Rule
@@ -277,6 +278,12 @@ class Agent:
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
+
+    async def pause(self, run_id: str, *, actor: str = "user") -> bool:
+        """Ask the run, driven by any process, to stop at its next step boundary: it rests in
+        `paused` (nothing in flight, lease released) until `resume`. True if it was running;
+        False if not (a run waiting for a decision stays as it is)."""
+        return await pause_run(self.store, run_id, actor=actor, clock=self.clock)
 
     async def forget(
         self,

@@ -44,7 +44,7 @@ class LoopLimits:
         the calls back to `approved`: their intent is withdrawn, none has started)."""
         if self.loop.state.budget is None:
             return False
-        waiting = self._unstarted(self.loop.state)
+        waiting = withdrawn(self.loop.state)
         over = await self._batch_overrun(waiting)
         if over is not None:
             self.loop.state = waiting
@@ -56,9 +56,9 @@ class LoopLimits:
         lets that step start; `RunNotResumable` saying which limit otherwise."""
         loop = self.loop
         state, config = loop.state, loop.config
-        batch = any(c.status in _STARTING for c in state.batch)
+        batch = has_batch(state)
         if batch:
-            over = await self._batch_overrun(self._unstarted(state))
+            over = await self._batch_overrun(withdrawn(state))
         else:
             request = loop.model_call.request(state, config.view, config.tool_choice)
             over = await self._call_overrun(state, request)
@@ -83,13 +83,6 @@ class LoopLimits:
         spent = await tree_spent(self.loop.config.options.store, state)
         return overrun(state.budget, spent, Spent(tool_calls=starting), "tool batch")
 
-    def _unstarted(self, state: RunState) -> RunState:
-        """`state` with the batch's saved intents withdrawn (`running` → `approved`)."""
-        for call in state.batch:
-            if call.status == "running":
-                state = state.replace_call(call.evolve(status="approved"))
-        return state
-
     async def _stop(self, over: Overrun) -> None:
         loop = self.loop
         error = f"BudgetExceeded: {over.message}"
@@ -98,6 +91,20 @@ class LoopLimits:
         loop.core.log.warning("budget_exceeded", limit=over.limit, before=over.before)
         loop.send(Cause(over.message, "budget"), loop.machine.over_budget)
         await loop.core.save()
+
+
+def withdrawn(state: RunState) -> RunState:
+    """`state` with the batch's saved intents withdrawn (`running` → `approved`): at a step
+    boundary no call of the batch has started in this process."""
+    for call in state.batch:
+        if call.status == "running":
+            state = state.replace_call(call.evolve(status="approved"))
+    return state
+
+
+def has_batch(state: RunState) -> bool:
+    """Whether the batch has calls that wait to start (`budget_raised`, `unpause`)."""
+    return any(c.status in _STARTING for c in state.batch)
 
 
 def stop_reason(state: RunState, config: LoopConfig) -> str | None:

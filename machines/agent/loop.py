@@ -31,6 +31,9 @@ class AgentLoop(StateChart[Any]):
       does not start, and the run rests in `budget_exceeded` (status `failed`) until
       `budget_raised` (a resume with a raised budget) goes back to the step it stopped
       before: `batch` says a batch of tools waits to run.
+    - `pause`: someone asked the run to stop at its next step boundary (`Agent.pause`); it
+      rests in `paused` with nothing in flight until a resume sends `unpause` (`batch` as for
+      `budget_raised`).
     """
 
     # Strict: an event the current state does not accept raises, and an error in a guard
@@ -46,6 +49,7 @@ class AgentLoop(StateChart[Any]):
     executing_tool = State()
     model_failed = State()
     budget_exceeded = State()
+    paused = State()
     done = State()  # rests: a user message continues the conversation
     failed = State(final=True)
     aborted = State(final=True)
@@ -63,6 +67,8 @@ class AgentLoop(StateChart[Any]):
     reapprove = executing_tool.to(awaiting_approval)
     model_error = thinking.to(model_failed)
     retry = model_failed.to(thinking)
+    pause = thinking.to(paused) | executing_tool.to(paused)
+    unpause = paused.to(executing_tool, cond="has_batch") | paused.to(thinking)
     over_budget = thinking.to(budget_exceeded) | executing_tool.to(budget_exceeded)
     budget_raised = budget_exceeded.to(executing_tool, cond="has_batch") | budget_exceeded.to(
         thinking
@@ -74,6 +80,7 @@ class AgentLoop(StateChart[Any]):
         | executing_tool.to(aborted)
         | model_failed.to(aborted)
         | budget_exceeded.to(aborted)
+        | paused.to(aborted)
     )
     fail = (
         idle.to(failed)
@@ -82,6 +89,7 @@ class AgentLoop(StateChart[Any]):
         | executing_tool.to(failed)
         | model_failed.to(failed)
         | budget_exceeded.to(failed)
+        | paused.to(failed)
     )
 
     def is_answer(self, calls: int) -> bool:
@@ -118,6 +126,8 @@ class AgentEvents(Protocol):
     def reapprove(self) -> Any: ...
     def model_error(self) -> Any: ...
     def retry(self) -> Any: ...
+    def pause(self) -> Any: ...
+    def unpause(self, *, batch: bool) -> Any: ...
     def over_budget(self) -> Any: ...
     def budget_raised(self, *, batch: bool) -> Any: ...
     def abort(self) -> Any: ...

@@ -97,6 +97,8 @@ async def resume_loop(loop: LoopSteps, given: Given) -> tuple[str, ...]:
         await loop.retry(actor=given.actor)
     if state.state == AgentLoop.budget_exceeded.id:
         await loop.limits.raised(actor=given.actor)
+    if state.state == AgentLoop.paused.id:
+        await loop.pausing.unpause(actor=given.actor)
     return recovered
 
 

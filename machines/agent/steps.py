@@ -44,6 +44,7 @@ from loopstate.machines.agent.delegation import Delegations
 from loopstate.machines.agent.limits import LoopLimits, stop_reason
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
 from loopstate.machines.agent.model_call import ModelCall
+from loopstate.machines.agent.pausing import LoopPause
 
 P = ParamSpec("P")
 HistoryView = Callable[[tuple[Message, ...]], tuple[Message, ...]]
@@ -92,13 +93,14 @@ class LoopSteps(OnCore):
         self.decisions = Decisions(self.executor, config.tools, config.options.clock)
         self.delegations = Delegations(self)
         self.model_call = ModelCall(core, config.model, config.tools.values())
-        self.limits = LoopLimits(self)
+        self.limits, self.pausing = LoopLimits(self), LoopPause(self)
         self._unsaved_results = 0
         self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
             AgentLoop.idle.id: self._start,
             AgentLoop.thinking.id: self._think,
             AgentLoop.awaiting_approval.id: self._await,
             AgentLoop.executing_tool.id: self._execute,
+            AgentLoop.paused.id: self.pausing.rest,
         }
 
     # -- Stepper -----------------------------------------------------------------------------
@@ -107,6 +109,8 @@ class LoopSteps(OnCore):
         return self.state.state in LOOP_STOPPED
 
     async def step(self) -> bool:
+        if await self.pausing.due():  # asked from any process: stop here, nothing in flight
+            return False
         return await self.steps[self.state.state]()
 
     def end(self, how: Ending, cause: Cause) -> None:
