@@ -61,6 +61,10 @@ class Flow:
     user with `message=`. `data` (a pydantic model) declares what the flow collects: gates name
     the fields they read (`@reads`), checked here; tools' updates, outputs and the starting
     data must fit it; a gate whose field is absent stays closed (see `machines/flows/typed`).
+    `max_steps` caps the model calls of the whole run, over all its
+    phases (a phase's own `max_steps` counts one turn of it): the phase that reaches it ends
+    its turn, and the flow ends `failed` with stop reason `max_steps`. `budget` limits each
+    run as `Agent(budget=)` does.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class Flow:
         retry: RetryPolicy | None = None,
         log: Any = None,
         budget: Budget | None = None,
+        max_steps: int | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
@@ -114,12 +119,15 @@ class Flow:
         self.store: Store = self.options.store
         self.clock = clock
         self.ids = ids
+        if max_steps is not None and max_steps < 1:
+            raise DefinitionError("max_steps must be at least 1")
         self._config = FlowConfig(
             machine=machine,
             phases=self.phases,
             options=self.options,
             table=flow_table(machine),
             data=data,
+            max_steps=max_steps,
         )
         self._protocol = RunProtocol(self.options, _FlowKind(self))
 
