@@ -19,10 +19,11 @@ from pydantic import ValidationError
 from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest
 from loopstate.engine.arguments import parse_arguments, thaw
 from loopstate.engine.clock import Clock, system_clock
+from loopstate.engine.deadlines import deadline_for
 from loopstate.engine.messages import ToolCall, ToolMessage
 from loopstate.engine.rule import Rule, forbidding, gating
 from loopstate.engine.sanitize import storable_text
-from loopstate.engine.state import CallRecord
+from loopstate.engine.state import CallRecord, Deadline
 from loopstate.engine.tool import AskPending, Tool, ToolContext, render_result
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
@@ -40,9 +41,12 @@ class Executor:
         auto_approve: bool = False,
         denial_message: DenialFormatter | None = None,
         clock: Clock = system_clock,
+        deadline: tuple[float | None, Any] = (None, None),
     ) -> None:
         self.tools = tools
         self.clock = clock
+        self.deadline = deadline
+        """The run's default `decide_within` (seconds) and `on_expiry`."""
         self.auto_approve = auto_approve
         self.denial_message = denial_message
 
@@ -114,8 +118,15 @@ class Executor:
                 "allowed": tool.allowed_decisions,
                 "category": tool.category,
                 "metadata": metadata,
+                "deadline": self._deadline(tool),
             }
         )
+
+    def _deadline(self, tool: Tool) -> Deadline | None:
+        within, on_expiry = self.deadline
+        if tool.decide_within is not None:
+            within, on_expiry = tool.decide_within, tool.on_expiry
+        return deadline_for(within, on_expiry, self.clock())
 
     def recover(self, record: CallRecord, *, ask_again: bool) -> CallRecord:
         """A call found `running` after its process died: re-run it if its tool is idempotent;

@@ -50,6 +50,14 @@ RunStatus = Literal[
 ]
 
 
+class Deadline(Frozen):
+    """When a pending call's decision is due, and what is decided if none comes by then
+    (`on_expiry`: a `Deny`, `Abort` or `Escalate` in its dict form; see `engine/deadlines`)."""
+
+    at: float
+    on_expiry: dict[str, Any]
+
+
 class CallRecord(Frozen):
     """One tool call of the run: what the model asked, what was decided, what happened."""
 
@@ -87,6 +95,8 @@ class CallRecord(Frozen):
     body runs again from the start and each `ask` returns its recorded answer."""
     asking: bool = False
     """It waits for the answer to its tool's question (`ctx.ask`), not for its result."""
+    deadline: Deadline | None = None
+    """When its decision is due (`@tool(decide_within=...)`), while it waits for one."""
     child_run_id: str | None = None
     """The run this call delegated to (a sub-agent used as a tool), once started: a resumed
     parent continues that child instead of starting a new one."""
@@ -108,6 +118,7 @@ class CallRecord(Frozen):
             metadata=self.metadata,
             external=self.external,
             allowed=self.allowed,
+            deadline=None if self.deadline is None else self.deadline.at,
         )
 
 

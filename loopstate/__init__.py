@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit, Gate
 from loopstate.engine.budget import Budget
+from loopstate.engine.deadlines import Escalate
 from loopstate.engine.errors import (
     CassetteError,
     DecisionError,
@@ -126,6 +127,7 @@ __all__ = [
     "Deny",
     "Departure",
     "Edit",
+    "Escalate",
     "Event",
     "Flow",
     "FlowData",

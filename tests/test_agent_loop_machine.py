@@ -16,6 +16,7 @@ TABLE = [
     ("thinking", "replied", {"calls": 2, "gated": 1}, "awaiting_approval"),
     ("thinking", "replied", {"calls": 2, "gated": 0}, "executing_tool"),
     ("awaiting_approval", "decided", {}, "executing_tool"),
+    ("awaiting_approval", "expired", {}, "executing_tool"),
     ("executing_tool", "tools_done", {"stop": None}, "thinking"),
     ("executing_tool", "tools_done", {"stop": "max_steps"}, "done"),
     ("executing_tool", "reapprove", {}, "awaiting_approval"),

@@ -19,7 +19,7 @@ from loopstate.cli.limits import budget_of
 from loopstate.cli.lookup import load_agent, resolve_run
 from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
-from loopstate.cli.runs_tree import pending_lines, tree_lines
+from loopstate.cli.runs_tree import pending_lines, soonest_due, tree_lines
 from loopstate.cli.runs_view import show_json, show_lines, table
 from loopstate.cli.standing import (
     add_always_options,
@@ -207,7 +207,8 @@ async def _pending(args: argparse.Namespace, store: Store) -> int:
         for damaged in (r for r in listed if isinstance(r, RunSummary)):
             print(shown(f"loopstate runs pending: {damaged_line(damaged)}"), file=sys.stderr)
         runs = [r.run_id for r in listed if isinstance(r, RunState) and r.parent is None]
-    lines = [line for run_id in runs for line in pending_lines(await run_tree(store, run_id))]
+    trees = sorted([await run_tree(store, run_id) for run_id in runs], key=soonest_due)
+    lines = [line for tree in trees for line in pending_lines(tree)]
     print("\n".join(lines).strip() if lines else "no call waits for a decision")
     return 0
 

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncA
 from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
+from loopstate.engine.deadlines import Expiry, check_expiry, seconds
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import Hooks
@@ -61,6 +63,8 @@ class Agent:
     `rules` gate and forbid calls whatever their tools declare: a `Rule(decision="ask")`
     makes the calls it matches wait for a decision, a `Rule(forbid=True)` denies them and
     no approval, from any door, can let one run (kept with each run; see `Rule`).
+    `decide_within` and `on_expiry` are the default approval deadline of its gated calls
+    (a tool's own `@tool(decide_within=...)` wins).
     """
 
     def __init__(
@@ -88,9 +92,12 @@ class Agent:
         log: Any = None,
         budget: Budget | None = None,
         rules: Sequence[Rule] = (),
+        decide_within: timedelta | float | None = None,
+        on_expiry: Expiry | None = None,
     ) -> None:
         if max_steps < 1:
             raise DefinitionError("max_steps must be at least 1")
+        check_expiry("Agent", seconds(decide_within), on_expiry)
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
         }

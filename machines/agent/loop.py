@@ -31,6 +31,8 @@ class AgentLoop(StateChart[Any]):
       does not start, and the run rests in `budget_exceeded` (status `failed`) until
       `budget_raised` (a resume with a raised budget) goes back to the step it stopped
       before: `batch` says a batch of tools waits to run.
+    - `expired`: as `decided`, when a call's approval deadline passed and its `on_expiry`
+      decided it (`@tool(decide_within=...)`, applied by the worker or `serve`).
     - `pause`: someone asked the run to stop at its next step boundary (`Agent.pause`); it
       rests in `paused` with nothing in flight until a resume sends `unpause` (`batch` as for
       `budget_raised`).
@@ -61,6 +63,7 @@ class AgentLoop(StateChart[Any]):
         | thinking.to(executing_tool)
     )
     decided = awaiting_approval.to(executing_tool)
+    expired = awaiting_approval.to(executing_tool)  # timed: a call's deadline decided it
     tools_done = executing_tool.to(done, cond="stop_requested") | executing_tool.to(thinking)
     user_message = done.to(thinking)
     # After a crash, calls that were running when the process died may be put to a person again.
@@ -121,6 +124,7 @@ class AgentEvents(Protocol):
     def start(self) -> Any: ...
     def replied(self, *, calls: int, gated: int) -> Any: ...
     def decided(self) -> Any: ...
+    def expired(self) -> Any: ...
     def user_message(self) -> Any: ...
     def tools_done(self, *, stop: str | None) -> Any: ...
     def reapprove(self) -> Any: ...

@@ -88,8 +88,8 @@ class LoopSteps(OnCore):
             config.tools,
             auto_approve=config.options.auto_approve,
             denial_message=config.options.denial_message,
-            clock=config.options.clock,
-        )
+            clock=config.options.clock, deadline=config.options.deadline,
+        )  # fmt: skip
         self.decisions = Decisions(self.executor, config.tools, config.options.clock)
         self.delegations = Delegations(self)
         self.model_call = ModelCall(core, config.model, config.tools.values())
@@ -219,7 +219,8 @@ class LoopSteps(OnCore):
             await self.core.save()
             return False
         actors = ",".join(sorted({c.decided_by for c in self.state.batch if c.decided_by}))
-        self.send(Cause(actor=actors or None), self.machine.decided)
+        event = self.machine.expired if "deadline" in actors else self.machine.decided
+        self.send(Cause(actor=actors or None), event)
         self.mark_running()
         await self.core.save()
         return True
