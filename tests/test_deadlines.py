@@ -20,6 +20,7 @@ from worker_support import TESTS, loopstate_process
 from loopstate import (
     Abort,
     Agent,
+    AgentLoop,
     Approve,
     DefinitionError,
     Escalate,
@@ -29,6 +30,7 @@ from loopstate import (
     tool,
 )
 from loopstate.engine.deadlines import expire_due
+from loopstate.engine.diagram import graph_of, overlay_of, to_mermaid
 from loopstate.engine.errors import AlreadyDecided
 from loopstate.engine.models.scripted import call
 from loopstate.engine.operations import queue_decision
@@ -65,6 +67,8 @@ async def test_an_expired_call_is_denied_once_with_actor_deadline_and_the_model_
     assert (expired.source, expired.target, expired.actor) == (
         "awaiting_approval", "executing_tool", "deadline",
     )  # fmt: skip
+    drawn = to_mermaid(graph_of(AgentLoop), overlay_of(done.transitions, done.status))
+    assert "awaiting_approval --> executing_tool : expired ×1" in drawn  # the run's overlay
 
 
 async def test_a_decision_before_the_expiry_wins_and_the_expiry_is_refused(

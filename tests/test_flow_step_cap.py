@@ -1,6 +1,7 @@
 """`Flow(max_steps=...)`: one cap on the model calls of the whole run, over all its phases (a
 phase's own `max_steps` counts one turn); the flow ends `failed` with stop reason `max_steps`,
-naming the phase, and no model call is made past it."""
+naming the phase, and no model call is made past it. `Flow(budget=...)` keeps a budget as an
+agent does, across phases."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from loopstate import DefinitionError, MemoryStore, ScriptedModel, tool
+from loopstate import Budget, DefinitionError, MemoryStore, ScriptedModel, tool
 from loopstate.engine.models.scripted import call
 from loopstate.machines.flows import Flow, FlowMachine, Phase
 
@@ -74,3 +75,15 @@ async def test_a_cap_reached_mid_turn_stops_the_turn_after_its_batch() -> None:
 def test_a_cap_below_one_is_refused_when_the_flow_is_built() -> None:
     with pytest.raises(DefinitionError, match="max_steps must be at least 1"):
         report(script(), max_steps=0)
+
+
+async def test_a_flow_budget_stops_the_run_and_a_raised_one_goes_on_across_phases() -> None:
+    model = script()
+    flow = report(model, budget=Budget(model_calls=2))
+    stopped = await flow.run("write a report")
+    assert (stopped.status, stopped.phase, len(model.requests)) == ("failed", "research", 2)
+    assert stopped.failure is not None
+    assert stopped.failure.budget is not None
+    assert stopped.failure.budget.limit == "model_calls"
+    done = await flow.resume(stopped.run_id, budget=Budget(model_calls=10))
+    assert (done.status, done.phase, done.steps) == ("done", "done", 5)
