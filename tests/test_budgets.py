@@ -209,3 +209,19 @@ def test_a_bad_budget_on_the_command_line_is_one_line_saying_what(
     assert done.returncode != 0
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_wall_time_budget_counts_the_time_spent_in_model_calls_and_tools() -> None:
+    ticks = iter(range(1_000_000))
+
+    def clock() -> float:  # every reading one second later: a model call takes seconds
+        return float(next(ticks))
+
+    model = ScriptedModel([call("lookup", {"key": "a"}), "never asked"])
+    agent = Agent(model, counting_tools([]), store=MemoryStore(), clock=clock,
+                  budget=Budget(wall_s=0.5))  # fmt: skip
+    stopped = await agent.run("look it up")
+    over = overrun_of(stopped)
+    assert (over.limit, over.before) == ("wall_s", "tool batch")
+    assert over.spent.wall_s >= 1
+    assert len(model.requests) == 1
