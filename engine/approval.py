@@ -141,6 +141,8 @@ class ApprovalRequest(Frozen):
     allowed: tuple[DecisionKind, ...] = DECISION_KINDS
     """The decisions this call's tool accepts (`@tool(allowed_decisions=...)`); any other is
     refused wherever it comes from."""
+    deadline: float | None = None
+    """When a decision is due (a time on the run's clock), if the tool set one."""
     run_id: str | None = None
     """The run the call belongs to, when listed with the runs it delegated to (`pending_tree`):
     a sub-agent's call may wait in a child run."""

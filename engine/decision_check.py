@@ -5,10 +5,11 @@ decisions, through `Decisions.apply`), a decision queued on a stored run (the CL
 `operations.queue_decision`), and Temporal's Update validator. It decides nothing and changes
 nothing; a refusal is a typed `DecisionError` naming the fields at fault, in this order:
 
-    NotADecision → UnknownCall → AlreadyDecided → NotAwaiting → InvalidDecision (digest
-    required) → StaleDigest → NotAllowed → InvalidDecision (an edit's arguments, a result's
-    value: by the tool's own model when the process has the tool, else by the JSON schema
-    stored with the call)
+    NotADecision → Forbidden (an approval or edit of a call a forbidding rule of the run
+    matches: the server's policy overrides a client's approval) → UnknownCall →
+    AlreadyDecided → NotAwaiting → InvalidDecision (digest required) → StaleDigest →
+    NotAllowed → InvalidDecision (an edit's arguments, a result's value: by the tool's own
+    model when the process has the tool, else by the JSON schema stored with the call)
 
 A decision may come as a boolean (seed 001's approver answers `true` to approve): `as_decision`
 makes `True` an `Approve()` and `False` a `Deny` with a standard reason (`BOOLEAN_DENIAL`),
@@ -30,12 +31,14 @@ from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.errors import (
     AlreadyDecided,
     FieldError,
+    Forbidden,
     InvalidDecision,
     NotAllowed,
     NotAwaiting,
     StaleDigest,
     UnknownCall,
 )
+from loopstate.engine.rule import forbidding
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.tool import Tool
 
@@ -62,6 +65,7 @@ def check_decision(
     schema); `queued` the calls with a decision on its way besides the run's inbox; `bound`
     asks for a digest on every decision but an abort (a person deciding what they were shown)."""
     decision = as_decision(decision)
+    _forbidden(state, call_id, decision)
     call = _awaiting(state, call_id, decision, queued)
     _bound(call, decision, bound)
     if decision.kind not in call.allowed:
@@ -76,6 +80,25 @@ def check_decision(
     if decision.kind == "result":
         _refuse("result", call, _result_errors(call, tool, decision.value))
     return Checked(call, decision)
+
+
+def _forbidden(state: RunState, call_id: str, decision: Decision) -> None:
+    """Refuse to let a call run that a forbidding rule of the run matches (with an edit's
+    arguments, for an edit): whoever approves it."""
+    if decision.kind not in ("approve", "edit") or not state.rules:
+        return
+    call = next((c for c in state.calls if c.call_id == call_id), None)
+    if call is None:
+        return
+    arguments = decision.arguments if decision.kind == "edit" else None
+    rule = forbidding(state.rules, call.request(), arguments)
+    if rule is not None:
+        why = f": {rule.reason}" if rule.reason else ""
+        raise Forbidden(
+            f"call {call_id} ({call.tool}) is forbidden by rule {rule.name}{why}; "
+            "no approval can let it run (deny or abort it)",
+            rule=rule.name,
+        )
 
 
 def _awaiting(

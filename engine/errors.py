@@ -14,6 +14,7 @@ LoopstateError
 │   ├── AlreadyDecided     the call has its decision already: a decision is used once
 │   ├── StaleDigest        made for other arguments than the call's
 │   ├── NotAllowed         a kind of decision the call's tool does not accept
+│   ├── Forbidden          an approval of a call a forbidding rule of the run matches
 │   └── InvalidDecision    a field at fault: an edit or a result that does not fit the
 │                          tool's schema, a digest missing where one is required
 ├── RunNotFound            no run with that id in the store
@@ -141,6 +142,15 @@ class StaleDigest(DecisionError):
 
 class NotAllowed(DecisionError):
     """The call's tool does not accept this kind of decision (`allowed_decisions`)."""
+
+
+class Forbidden(DecisionError):
+    """A forbidding rule of the run (`Rule(..., forbid=True)`) matches the call: no approval
+    or edit can let it run, whoever gives it. `rule` names the rule."""
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class InvalidDecision(DecisionError):

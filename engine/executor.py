@@ -18,9 +18,12 @@ from pydantic import ValidationError
 
 from loopstate.engine.approval import Decision, Deny, Gate, arguments_digest
 from loopstate.engine.arguments import parse_arguments, thaw
+from loopstate.engine.clock import Clock, system_clock
+from loopstate.engine.deadlines import deadline_for
 from loopstate.engine.messages import ToolCall, ToolMessage
+from loopstate.engine.rule import Rule, forbidding, gating
 from loopstate.engine.sanitize import storable_text
-from loopstate.engine.state import CallRecord
+from loopstate.engine.state import CallRecord, Deadline
 from loopstate.engine.tool import AskPending, Tool, ToolContext, render_result
 from loopstate.engine.truncation import truncate as truncate  # its home before truncation.py
 
@@ -37,17 +40,28 @@ class Executor:
         *,
         auto_approve: bool = False,
         denial_message: DenialFormatter | None = None,
+        clock: Clock = system_clock,
+        deadline: tuple[float | None, Any] = (None, None),
     ) -> None:
         self.tools = tools
+        self.clock = clock
+        self.deadline = deadline
+        """The run's default `decide_within` (seconds) and `on_expiry`."""
         self.auto_approve = auto_approve
         self.denial_message = denial_message
 
     # -- classify a model turn's calls -------------------------------------------------------
 
-    def prepare(self, calls: Sequence[ToolCall], context: ContextFactory) -> list[CallRecord]:
-        return [self._prepare_one(call, context) for call in calls]
+    def prepare(
+        self, calls: Sequence[ToolCall], context: ContextFactory, rules: Sequence[Rule] = ()
+    ) -> list[CallRecord]:
+        """The records of a model turn's calls: invalid, denied by a forbidding rule, waiting
+        for a decision (their tool asks, or a gating rule does), or approved."""
+        return [self._prepare_one(call, context, rules) for call in calls]
 
-    def _prepare_one(self, call: ToolCall, context: ContextFactory) -> CallRecord:
+    def _prepare_one(
+        self, call: ToolCall, context: ContextFactory, rules: Sequence[Rule]
+    ) -> CallRecord:
         base = {
             "call_id": storable_text(call.id),
             "tool": storable_text(call.name),
@@ -67,6 +81,10 @@ class Executor:
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
         record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        request = record.request().evolve(category=tool.category)  # what rules match on
+        if (forbidden := forbidding(rules, request)) is not None:
+            record, actor = record.evolve(category=tool.category), f"rule:{forbidden.name}"
+            return self.decide(record, forbidden.decide(), actor=actor, at=self.clock())
         if tool.external:  # never auto-approved: only a supplied result completes it
             return record.model_copy(
                 update={
@@ -86,6 +104,8 @@ class Executor:
                 reason, metadata = storable_text(gated.description), gated.metadata
         except Exception as exc:  # a broken predicate must not let a call through
             gated, reason = True, f"{tool.name}'s approval check raised {exc!r}"
+        if not gated and (rule := gating(rules, request)) is not None:
+            gated, reason = True, f"{tool.name} needs approval ({rule.named})"
         if not gated:
             return record
         if self.auto_approve:
@@ -98,8 +118,15 @@ class Executor:
                 "allowed": tool.allowed_decisions,
                 "category": tool.category,
                 "metadata": metadata,
+                "deadline": self._deadline(tool),
             }
         )
+
+    def _deadline(self, tool: Tool) -> Deadline | None:
+        within, on_expiry = self.deadline
+        if tool.decide_within is not None:
+            within, on_expiry = tool.decide_within, tool.on_expiry
+        return deadline_for(within, on_expiry, self.clock())
 
     def recover(self, record: CallRecord, *, ask_again: bool) -> CallRecord:
         """A call found `running` after its process died: re-run it if its tool is idempotent;

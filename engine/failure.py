@@ -3,6 +3,7 @@ shown on `RunResult.failure`."""
 
 from __future__ import annotations
 
+from loopstate.engine.budget import Overrun
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import ModelError
 
@@ -18,6 +19,8 @@ class RunFailure(Frozen):
     provider_message: str | None = None
     retry_after: float | None = None
     """Seconds the provider asked to wait before trying again, when it said."""
+    budget: Overrun | None = None
+    """For a run resting in `budget_exceeded`: which limit, and what had been spent."""
 
 
 def failure_of(exc: BaseException) -> RunFailure:

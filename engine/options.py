@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from loopstate.engine.approval import Approver, as_approver
+from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.deadlines import seconds
 from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import HookChain, Hooks
+from loopstate.engine.rule import Rule
 from loopstate.engine.state import RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store
 
@@ -36,6 +39,19 @@ class RunOptions:
     ids: IdSource = random_ids
     lease_s: float = DEFAULT_LEASE_S
     log: Any = None
+    budget: Budget | None = None
+    """The limits every run started with these options keeps (stored with the run)."""
+    rules: tuple[Rule, ...] = ()
+    """Rules that gate or forbid calls (`Agent(rules=...)`), kept with each run it drives."""
+    decide_within: float | None = None
+    """The run-wide default for `@tool(decide_within=)`: seconds a gated call may wait."""
+    on_expiry: Any = None
+    """The run-wide default for `@tool(on_expiry=)`."""
+
+    @property
+    def deadline(self) -> tuple[float | None, Any]:
+        """The default deadline of a gated call: (seconds, what decides it on expiry)."""
+        return self.decide_within, self.on_expiry
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> RunOptions:
@@ -50,6 +66,8 @@ class RunOptions:
                 "approver": None if approver is None else as_approver(approver),
                 "hooks": hook_chain(given.get("hooks")),
                 "workspace": workspace_path(given.get("workspace")),
+                "rules": tuple(given.get("rules") or ()),
+                "decide_within": seconds(given.get("decide_within")),
             }
         )
 

@@ -30,7 +30,8 @@ __all__ = ["ApprovalPolicy", "Rule", "chain_approvers"]
 
 class ApprovalPolicy(Frozen):
     """An approver made of rules: the first rule that matches a call decides it; a call no
-    rule matches is passed on (left undecided)."""
+    rule matches, or that a rule deciding "ask" matches first, is passed on (left
+    undecided)."""
 
     kind: Literal["policy"] = "policy"
     rules: tuple[Rule, ...] = Field(min_length=1)
@@ -42,7 +43,7 @@ class ApprovalPolicy(Frozen):
         decided: dict[str, Decision] = {}
         for request in requests:
             rule = next((r for r in self.rules if r.matches(request)), None)
-            if rule is not None:
+            if rule is not None and rule.decision != "ask":
                 decided[request.call_id] = rule.decide()
         return decided
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from loopstate.engine.approval import as_result
+from loopstate.engine.budget import Budget
 from loopstate.engine.core import RunCore, RunPorts, Stepper
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks, announce_start
@@ -38,6 +39,8 @@ class Given:
     message: str | None = None
     actor: str = "resume"
     as_child: bool = False
+    budget: Budget | None = None
+    """Limits to raise (or set): those it names replace the run's (`Budget.raised`)."""
 
     @classmethod
     def of(
@@ -46,10 +49,11 @@ class Given:
         results: Mapping[str, Any] | None,
         message: str | None,
         actor: str,
+        budget: Budget | None = None,
     ) -> Given:
         if results:
             decisions = {**(decisions or {}), **{c: as_result(v) for c, v in results.items()}}
-        return cls(decisions=decisions, message=message, actor=actor)
+        return cls(decisions=decisions, message=message, actor=actor, budget=budget)
 
 
 class RunKind(Protocol, Generic[S]):
@@ -108,6 +112,10 @@ class RunProtocol(Generic[S]):
     async def start(self, state: RunState, *, model: str, feed: Hooks | None = None) -> RunCore:
         """Create `state` (an `opening_state`) and drive it until it ends or waits."""
         o, owner = self.options, lease_owner()
+        if o.budget is not None and state.budget is None:
+            state = state.evolve(budget=o.budget)
+        if o.rules:
+            state = state.evolve(rules=o.rules)
         async with self.kind.session():
             await o.store.create(state, owner=owner, now=state.created_at, ttl=o.lease_s)
             core = self.core(state, owner, feed)
@@ -132,11 +140,15 @@ class RunProtocol(Generic[S]):
         owner to resume under, `drain` stops it after its current step once set."""
         o, owner = self.options, owner or lease_owner()
         state = await o.store.acquire(run_id, owner=owner, now=o.clock(), ttl=o.lease_s)
-        state = state.evolve(child_ready=False)  # this resume continues the waiting child
+        # this resume continues the waiting child; the rules it keeps are the agent's now
+        state = state.evolve(child_ready=False, rules=o.rules or state.rules)
         core = self.core(state, owner, feed)
         async with core.holding(), self.kind.session():
             given = _take_queued_message(core, given)
             self.kind.check(core.state, given)
+            if given.budget is not None:
+                held = core.state.budget or Budget()
+                core.state = core.state.evolve(budget=held.raised(given.budget))
             stepper = self.kind.stepper(core)
             where = self.kind.position(core.state)
             recovered = await self.kind.route(stepper, given)

@@ -19,6 +19,7 @@ from loopstate.engine.approval import (
     Deny,
 )
 from loopstate.engine.arguments import Arguments
+from loopstate.engine.budget import Budget
 from loopstate.engine.data import Frozen
 from loopstate.engine.failure import RunFailure
 from loopstate.engine.marks import ForkedFrom, Mark
@@ -44,7 +45,17 @@ ENDED = ("done", "failed", "aborted")
 """The final states of every machine loopstate drives (checked when a machine is built)."""
 _ENDED = ENDED
 
-RunStatus = Literal["running", "awaiting_approval", "awaiting_input", "done", "failed", "aborted"]
+RunStatus = Literal[
+    "running", "awaiting_approval", "awaiting_input", "paused", "done", "failed", "aborted"
+]
+
+
+class Deadline(Frozen):
+    """When a pending call's decision is due, and what is decided if none comes by then
+    (`on_expiry`: a `Deny`, `Abort` or `Escalate` in its dict form; see `engine/deadlines`)."""
+
+    at: float
+    on_expiry: dict[str, Any]
 
 
 class CallRecord(Frozen):
@@ -84,6 +95,8 @@ class CallRecord(Frozen):
     body runs again from the start and each `ask` returns its recorded answer."""
     asking: bool = False
     """It waits for the answer to its tool's question (`ctx.ask`), not for its result."""
+    deadline: Deadline | None = None
+    """When its decision is due (`@tool(decide_within=...)`), while it waits for one."""
     child_run_id: str | None = None
     """The run this call delegated to (a sub-agent used as a tool), once started: a resumed
     parent continues that child instead of starting a new one."""
@@ -105,6 +118,7 @@ class CallRecord(Frozen):
             metadata=self.metadata,
             external=self.external,
             allowed=self.allowed,
+            deadline=None if self.deadline is None else self.deadline.at,
         )
 
 
@@ -226,6 +240,9 @@ class FlowPosition(Frozen):
         return None
 
 
+_RESUMABLE_FAILED = ("model_failed", "budget_exceeded")
+"""States whose status is `failed` but that `resume` leaves (a retry, a raised budget)."""
+
 _FLOW_FIELDS = ("phase", "data", "phase_step", "folded_calls")
 
 
@@ -246,6 +263,12 @@ class RunState(Frozen):
     steps: int = 0
     """Model calls made so far."""
     usage: Usage = Usage()
+    last_call: Usage | None = None
+    """The usage of the latest model call (what the next one is estimated from)."""
+    budget: Budget | None = None
+    """The run's limits (`Agent(budget=)`), kept with it; `resume(budget=)` raises them."""
+    driven_s: float = 0.0
+    """Seconds spent in model calls and tools so far (a `wall_s` budget counts them)."""
     stop_reason: str | None = None
     output: str | None = None
     error: str | None = None
@@ -255,6 +278,9 @@ class RunState(Frozen):
     updated_at: float = 0.0
     inbox: tuple[QueuedDecision, ...] = ()
     """Decisions recorded while suspended, not yet applied."""
+    rules: tuple[Rule, ...] = ()
+    """The agent's own rules (`Agent(rules=...)`) as the run was last driven: they gate and
+    forbid its calls, and every door's decisions are checked against them."""
     remembered: tuple[Remembered, ...] = ()
     """Standing decisions for this run's later calls ("always allow / deny this tool, or
     calls matching this rule"), revoked ones included (marked, for the audit)."""
@@ -299,9 +325,9 @@ class RunState(Frozen):
     def status(self) -> RunStatus:
         if self.flow is not None and (status := self.flow.status(self.state)) is not None:
             return status
-        if self.state in _ENDED or self.state == "awaiting_approval":
+        if self.state in _ENDED or self.state in ("awaiting_approval", "paused"):
             return self.state  # type: ignore[return-value]
-        if self.state == "model_failed":  # failed, and `resume` calls the model again
+        if self.state in _RESUMABLE_FAILED:  # failed, and `resume` goes on from that step
             return "failed"
         return "running"
 

@@ -183,6 +183,19 @@ class KeptAnswer(Frozen):
     at: float
 
 
+def pause_key(run_id: str) -> str:
+    """Where a SQL store keeps a run's pause request: in its answers table, under a key no
+    idempotency key takes (the service's keys are hex digests)."""
+    return f"loopstate.pause {run_id}"
+
+
+class PauseRequest(Frozen):
+    """Someone asked the process driving a run to pause it at its next step boundary."""
+
+    by: str
+    at: float
+
+
 def after_cursor(summary: RunSummary, by: Order, cursor: Cursor | None) -> bool:
     """Whether `summary` comes after `cursor` in `list_runs(by=by)` order (newest first)."""
     if cursor is None:
@@ -256,6 +269,16 @@ class Store(Protocol):
     async def drop_key(self, key: str) -> None:
         """Forget `key` (its request failed without an answer worth repeating)."""
 
+    async def ask_pause(self, run_id: str, *, by: str, now: float) -> None:
+        """Ask the process driving the run to pause it at its next step boundary (the first
+        request stands until the driver takes it, `drop_pause`)."""
+
+    async def pause_asked(self, run_id: str) -> PauseRequest | None:
+        """The pause asked of the run's driving process, if one waits (read each step)."""
+
+    async def drop_pause(self, run_id: str) -> None:
+        """Forget the run's pause request (taken, or stale when a drive begins)."""
+
 
 class Pruned(Frozen):
     """What `Prunable.prune` removed."""
@@ -303,6 +326,7 @@ class MemoryStore:
         self._events: list[dict[str, Any]] = []
         self._dropped = 0  # entries dropped from the log's start (ids 1 to _dropped)
         self._keys: dict[str, KeptAnswer] = {}
+        self._pauses: dict[str, PauseRequest] = {}
 
     def _check_lease(self, run_id: str, owner: str, now: float) -> None:
         holder, until = self._leases.get(run_id, (None, 0.0))
@@ -424,3 +448,12 @@ class MemoryStore:
 
     async def drop_key(self, key: str) -> None:
         self._keys.pop(key, None)
+
+    async def ask_pause(self, run_id: str, *, by: str, now: float) -> None:
+        self._pauses.setdefault(run_id, PauseRequest(by=by, at=now))
+
+    async def pause_asked(self, run_id: str) -> PauseRequest | None:
+        return self._pauses.get(run_id)
+
+    async def drop_pause(self, run_id: str) -> None:
+        self._pauses.pop(run_id, None)

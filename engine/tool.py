@@ -115,6 +115,11 @@ class Tool:
     asks: bool = False
     """Its body may `await ctx.ask(...)`: it suspends the run until a person answers, then runs
     again from the start (see `ToolContext.ask`)."""
+    decide_within: float | None = None
+    """Seconds a gated call may wait for a decision before `on_expiry` decides it."""
+    on_expiry: Any = None
+    """What decides a call whose `decide_within` passed: `Deny(...)` (the default),
+    `Abort()` or `Escalate(to=...)` (see `loopstate.engine.deadlines`)."""
     parameters: dict[str, Any] | None = None
     """A JSON schema to show the model instead of the one derived from `args_model`
     (replay's stand-in tools carry the recorded schema this way)."""

@@ -8,6 +8,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit, Gate
+from loopstate.engine.budget import Budget
+from loopstate.engine.deadlines import Escalate
 from loopstate.engine.errors import (
     CassetteError,
     DecisionError,
@@ -115,6 +117,7 @@ __all__ = [
     "ApprovalRequest",
     "Approve",
     "AssistantMessage",
+    "Budget",
     "CallRecord",
     "Cassette",
     "CassetteError",
@@ -124,6 +127,7 @@ __all__ = [
     "Deny",
     "Departure",
     "Edit",
+    "Escalate",
     "Event",
     "Flow",
     "FlowData",

@@ -15,6 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loopstate.engine.clock import Clock
+from loopstate.engine.deadlines import expire_due
 from loopstate.engine.errors import LoopstateError, RunDamaged
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import DEFAULT_LEASE_S, Waking, lease_owner
@@ -81,6 +82,7 @@ class Worker:
         async with asyncio.TaskGroup() as tasks:
             while not stop.is_set():
                 self._finished.clear()
+                await self._expire()
                 claimed = await self._claim()
                 for run_id in claimed:
                     self._in_flight.add(run_id)
@@ -91,6 +93,14 @@ class Worker:
     def wake(self) -> None:
         """Claim now rather than at the next poll (e.g. a run's last decision just arrived)."""
         self._finished.set()
+
+    async def _expire(self) -> None:
+        """Apply the approval deadlines that passed (`expire_due`): their runs become ready."""
+        try:
+            if await expire_due(self.store, clock=self.target.clock):
+                self.log.info("deadlines_applied")
+        except LoopstateError as exc:  # a store that failed now is tried again next poll
+            self.log.warning("deadlines_failed", error=str(exc).splitlines()[0])
 
     async def _claim(self) -> list[str]:
         free = self.concurrency - len(self._in_flight)

@@ -16,16 +16,31 @@ TABLE = [
     ("thinking", "replied", {"calls": 2, "gated": 1}, "awaiting_approval"),
     ("thinking", "replied", {"calls": 2, "gated": 0}, "executing_tool"),
     ("awaiting_approval", "decided", {}, "executing_tool"),
+    ("awaiting_approval", "expired", {}, "executing_tool"),
     ("executing_tool", "tools_done", {"stop": None}, "thinking"),
     ("executing_tool", "tools_done", {"stop": "max_steps"}, "done"),
     ("executing_tool", "reapprove", {}, "awaiting_approval"),
     ("thinking", "model_error", {}, "model_failed"),
     ("model_failed", "retry", {}, "thinking"),
+    ("thinking", "over_budget", {}, "budget_exceeded"),
+    ("executing_tool", "over_budget", {}, "budget_exceeded"),
+    ("budget_exceeded", "budget_raised", {"batch": True}, "executing_tool"),
+    ("budget_exceeded", "budget_raised", {"batch": False}, "thinking"),
+    ("thinking", "pause", {}, "paused"),
+    ("executing_tool", "pause", {}, "paused"),
+    ("paused", "unpause", {"batch": True}, "executing_tool"),
+    ("paused", "unpause", {"batch": False}, "thinking"),
     ("done", "user_message", {}, "thinking"),
     *[(s, "abort", {}, "aborted") for s in ("idle", "thinking", "awaiting_approval")],
-    *[(s, "abort", {}, "aborted") for s in ("executing_tool", "model_failed")],
+    *[
+        (s, "abort", {}, "aborted")
+        for s in ("executing_tool", "model_failed", "budget_exceeded", "paused")
+    ],
     *[(s, "fail", {}, "failed") for s in ("idle", "thinking", "awaiting_approval")],
-    *[(s, "fail", {}, "failed") for s in ("executing_tool", "model_failed")],
+    *[
+        (s, "fail", {}, "failed")
+        for s in ("executing_tool", "model_failed", "budget_exceeded", "paused")
+    ],
 ]
 
 

@@ -110,7 +110,9 @@ def test_guards_initial_and_final_states_are_marked(name: str) -> None:
         for spec in (c.func for c in t.cond)
     ]
     if name == "agent":
-        assert {g[3] for g in guarded} == {"is_answer", "has_gated_calls", "stop_requested"}
+        assert {g[3] for g in guarded} == {
+                "is_answer", "has_gated_calls", "stop_requested", "has_batch",
+            }  # fmt: skip
     for source, target, event, guard in guarded:
         assert re.search(rf"{source} --> {target} : {event} \[.*{guard}", mermaid)
 

@@ -9,19 +9,19 @@ import loopstate
 
 PUBLIC = [
     "Abort", "Agent", "AgentLoop", "ApprovalPolicy", "ApprovalRequest", "Approve",
-    "AssistantMessage", "CallRecord", "Cassette", "CassetteError", "Decision", "DecisionError",
-    "DefinitionError", "Deny", "Departure", "Edit", "Event", "Flow", "FlowData", "FlowDeps",
-    "FlowMachine", "FlowResult", "ForkRefused", "Gate", "Hooks", "LiteLLMModel", "LoopstateError",
-    "MemoryStore", "Message", "Model", "ModelError", "ModelRequest", "ModelResponse", "Output",
-    "ParentLink", "Phase", "PostgresStore", "Recorder", "ReplayDivergence", "ReplayModel",
-    "RetryPolicy", "RetryingModel", "Rule", "RunBusy", "RunDamaged", "RunFailure",
-    "RunInterrupted", "RunNotFound", "RunNotResumable", "RunResult", "RunState", "RunSummary",
-    "RunTree", "SQLiteStore", "ScriptExhausted", "ScriptedModel", "StopCondition", "Store",
-    "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall", "ToolContext",
-    "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry", "Transition", "Turn",
-    "UnexpectedRequest", "Usage", "UsageReport", "UserMessage", "chain_approvers", "compose",
-    "has_tool_call", "merge", "pending_tree", "reads", "replay", "replay_flow", "replay_sync",
-    "run_tree", "step_count_is", "tool", "usage_tree",
+    "AssistantMessage", "Budget", "CallRecord", "Cassette", "CassetteError", "Decision",
+    "DecisionError", "DefinitionError", "Deny", "Departure", "Edit", "Escalate", "Event", "Flow",
+    "FlowData", "FlowDeps", "FlowMachine", "FlowResult", "ForkRefused", "Gate", "Hooks",
+    "LiteLLMModel", "LoopstateError", "MemoryStore", "Message", "Model", "ModelError",
+    "ModelRequest", "ModelResponse", "Output", "ParentLink", "Phase", "PostgresStore", "Recorder",
+    "ReplayDivergence", "ReplayModel", "RetryPolicy", "RetryingModel", "Rule", "RunBusy",
+    "RunDamaged", "RunFailure", "RunInterrupted", "RunNotFound", "RunNotResumable", "RunResult",
+    "RunState", "RunSummary", "RunTree", "SQLiteStore", "ScriptExhausted", "ScriptedModel",
+    "StopCondition", "Store", "StoreError", "SystemMessage", "TokenBudget", "Tool", "ToolCall",
+    "ToolContext", "ToolDefinition", "ToolDefinitionWarning", "ToolMessage", "ToolRegistry",
+    "Transition", "Turn", "UnexpectedRequest", "Usage", "UsageReport", "UserMessage",
+    "chain_approvers", "compose", "has_tool_call", "merge", "pending_tree", "reads", "replay",
+    "replay_flow", "replay_sync", "run_tree", "step_count_is", "tool", "usage_tree",
 ]  # fmt: skip
 
 

@@ -27,6 +27,7 @@ from loopstate.engine.messages import UserMessage
 from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.operations import queue_decision
 from loopstate.engine.state import CallRecord, QueuedDecision, RunState
+from loopstate.engine.store import PauseRequest
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.stores.sqlite_schema import DB_VERSION
 
@@ -450,3 +451,12 @@ async def test_a_run_saved_without_fork_points_forks_only_at_its_last_transition
     with pytest.raises(ForkRefused, match=f"only at its last transition \\({len(old)}\\)"):
         await agent.fork("old", at=1)
     assert (await store.load(await agent.fork("old", at=len(old)))).state == "awaiting_approval"
+
+
+async def test_a_pause_request_stands_once_until_it_is_taken(store) -> None:
+    assert await store.pause_asked("run-p") is None
+    await store.ask_pause("run-p", by="alice", now=10.0)
+    await store.ask_pause("run-p", by="bob", now=11.0)  # asking twice asks once
+    assert await store.pause_asked("run-p") == PauseRequest(by="alice", at=10.0)
+    await store.drop_pause("run-p")
+    assert await store.pause_asked("run-p") is None

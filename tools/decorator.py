@@ -7,11 +7,13 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any, get_type_hints, overload
 
 from pydantic import ConfigDict, Field, create_model
 
 from loopstate.engine.approval import DECISION_KINDS, DecisionKind, Gate
+from loopstate.engine.deadlines import Expiry, check_expiry, seconds
 from loopstate.engine.errors import DefinitionError, ToolDefinitionWarning
 from loopstate.engine.tool import ApprovalPredicate, Tool, ToolContext
 
@@ -36,6 +38,8 @@ def tool(
     allowed_decisions: Iterable[str] | None = None,
     external: bool = False,
     asks: bool = False,
+    decide_within: timedelta | float | None = None,
+    on_expiry: Expiry | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -54,6 +58,8 @@ def tool(
     allowed_decisions: Iterable[str] | None = None,
     external: bool = False,
     asks: bool = False,
+    decide_within: timedelta | float | None = None,
+    on_expiry: Expiry | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a tool. Use bare (`@tool`) or with options (`@tool(needs_approval=True)`).
 
@@ -74,6 +80,11 @@ def tool(
     `asks=True` declares an async tool whose body may `await ctx.ask(question, schema=...)`:
     the run suspends until a person answers, then the body runs again from the start and the
     `ask` returns the answer (code before an `ask` must be safe to repeat).
+
+    `decide_within` (a `timedelta` or seconds) is how long a gated call may wait for a
+    decision; then `on_expiry` decides it — `Deny("no answer in time")` (the default),
+    `Abort()` or `Escalate(to="...")` — applied by whoever drives runs (the worker, `serve`),
+    recorded with actor `deadline`.
     """
 
     def build(func: Callable[..., Any], localns: dict[str, Any] | None = None) -> Tool:
@@ -94,6 +105,8 @@ def tool(
             allowed_decisions=_allowed(name or func.__name__, allowed_decisions, external),
             external=external,
             asks=asks,
+            decide_within=seconds(decide_within),
+            on_expiry=on_expiry,
         )
 
     return build(fn, dict(sys._getframe(1).f_locals)) if fn is not None else build
@@ -130,6 +143,7 @@ def _build(
         raise DefinitionError(f"tool {name!r}: timeout must be positive")
     if options["asks"] and not inspect.iscoroutinefunction(func):
         raise DefinitionError(f"tool {name!r}: asks=True needs an async function (ctx.ask awaits)")
+    check_expiry(f"tool {name!r}", options["decide_within"], options["on_expiry"])
     if options["retries"] < 0:
         raise DefinitionError(f"tool {name!r}: retries must be >= 0")
     summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")

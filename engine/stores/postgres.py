@@ -35,10 +35,12 @@ from loopstate.engine.store import (
     Cursor,
     KeptAnswer,
     Order,
+    PauseRequest,
     Pruned,
     RunEvent,
     RunSummary,
     lease_is_live,
+    pause_key,
 )
 from loopstate.engine.stores.codec import LISTED, decode_event, decode_run, listed
 from loopstate.engine.stores.postgres_schema import migrate
@@ -263,6 +265,23 @@ class PostgresStore:
     async def drop_key(self, key: str) -> None:
         async with self._use() as db:
             await db.execute("DELETE FROM loopstate_answers WHERE key = %s", (key,))
+
+    async def ask_pause(self, run_id: str, *, by: str, now: float) -> None:
+        async with self._use() as db:
+            await db.execute(
+                "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key) DO NOTHING",
+                (pause_key(run_id), by, now),
+            )
+
+    async def pause_asked(self, run_id: str) -> PauseRequest | None:
+        async with self._use() as db:
+            query = "SELECT fingerprint, at FROM loopstate_answers WHERE key = %s"
+            row = await (await db.execute(query, (pause_key(run_id),))).fetchone()
+        return None if row is None else PauseRequest(by=row[0], at=row[1])
+
+    async def drop_pause(self, run_id: str) -> None:
+        await self.drop_key(pause_key(run_id))
 
     # -- retention and wake-ups --------------------------------------------------------------
 

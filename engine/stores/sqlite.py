@@ -10,7 +10,6 @@ millisecond, which is cheaper than hopping to a thread and back.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +18,6 @@ from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
 from loopstate.engine.state import RunState
 from loopstate.engine.store import (
     Cursor,
-    KeptAnswer,
     Order,
     Pruned,
     RunEvent,
@@ -40,6 +38,7 @@ from loopstate.engine.stores.codec import (
     transition_rows,
 )
 from loopstate.engine.stores.location import default_sqlite_path
+from loopstate.engine.stores.sqlite_answers import Answers, _Transaction
 from loopstate.engine.stores.sqlite_errors import store_errors
 from loopstate.engine.stores.sqlite_schema import DB_VERSION, MIGRATIONS
 
@@ -48,7 +47,7 @@ DEFAULT_BUSY_TIMEOUT_S = 10.0
 Durability = Literal["process", "power"]
 
 
-class SQLiteStore:
+class SQLiteStore(Answers):
     """Runs in a SQLite file (default: `LOOPSTATE_DB`, else `.loopstate/runs.db` in the nearest
     directory up from the working directory holding `.loopstate/`, `pyproject.toml` or `.git`).
 
@@ -218,37 +217,6 @@ class SQLiteStore:
     async def pruned_upto(self) -> int:
         return upkeep.pruned_upto(self._connect())
 
-    @store_errors
-    async def reserve_key(
-        self, key: str, fingerprint: str, *, now: float, stale_s: float
-    ) -> KeptAnswer | None:
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT fingerprint, status, body, at FROM answers WHERE key = ?", (key,)
-            ).fetchone()
-            if row is not None and (row[1] is not None or row[3] > now - stale_s):
-                body = None if row[2] is None else json.loads(row[2])
-                return KeptAnswer(fingerprint=row[0], status=row[1], body=body, at=row[3])
-            db.execute(
-                "INSERT OR REPLACE INTO answers (key, fingerprint, status, body, at) "
-                "VALUES (?, ?, NULL, NULL, ?)",
-                (key, fingerprint, now),
-            )
-        return None
-
-    @store_errors
-    async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
-        with self._transaction() as db:
-            db.execute(
-                "UPDATE answers SET status = ?, body = ? WHERE key = ?",
-                (status, json.dumps(body), key),
-            )
-
-    @store_errors
-    async def drop_key(self, key: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM answers WHERE key = ?", (key,))
-
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -322,9 +290,6 @@ class SQLiteStore:
             table("SELECT position, body FROM calls WHERE run_id = ? ORDER BY position"),
         )
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._connect())
-
     @staticmethod
     def _counts(db: sqlite3.Connection, run_id: str) -> tuple[int, int]:
         (messages,) = db.execute(
@@ -377,20 +342,6 @@ class SQLiteStore:
             rows(run_id, first_call, state.calls[first_call:]),
         )
         db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
-
-
-class _Transaction:
-    """`BEGIN IMMEDIATE` … `COMMIT`, or `ROLLBACK` on any error: a save is all or nothing."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
-        return self.db
-
-    def __exit__(self, kind: object, error: object, tb: object) -> None:
-        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
 
 
 def open_store(path: str | Path | None = None) -> SQLiteStore:

@@ -15,10 +15,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from loopstate.cli.errors import interrupted, report
+from loopstate.cli.limits import budget_of
 from loopstate.cli.lookup import load_agent, resolve_run
 from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
-from loopstate.cli.runs_tree import pending_lines, tree_lines
+from loopstate.cli.runs_tree import pending_lines, soonest_due, tree_lines
 from loopstate.cli.runs_view import show_json, show_lines, table
 from loopstate.cli.standing import (
     add_always_options,
@@ -85,6 +86,9 @@ def register(subparsers: Any) -> None:
     result.add_argument("--value", required=True, help="the result, as JSON")
     result.add_argument("--actor", default=f"cli:{_user()}", help="who supplies it (audit)")
     register_forget(_command, subparsers, _user())
+    pause = _command(subparsers, "pause", _pause, help="stop a running run at its next step")
+    pause.add_argument("run", help="a run id, or a unique start of one")
+    pause.add_argument("--actor", default=f"cli:{_user()}")
     abort = _command(subparsers, "abort", _abort, help="end a suspended run: no further step")
     abort.add_argument("run", help="a run id, or a unique start of one")
     abort.add_argument("--reason", required=True)
@@ -103,6 +107,13 @@ def register(subparsers: Any) -> None:
         "--message",
         help="the user's next message: continues a run that answered or a flow waiting "
         "for input, or accompanies the recorded decisions",
+    )
+    resume.add_argument(
+        "--budget",
+        action="append",
+        metavar="LIMIT=VALUE",
+        help="raise a limit of the run's budget (tokens, cost_usd, tool_calls, model_calls, "
+        "wall_s), e.g. cost_usd=2; repeat for several",
     )
 
 
@@ -196,7 +207,8 @@ async def _pending(args: argparse.Namespace, store: Store) -> int:
         for damaged in (r for r in listed if isinstance(r, RunSummary)):
             print(shown(f"loopstate runs pending: {damaged_line(damaged)}"), file=sys.stderr)
         runs = [r.run_id for r in listed if isinstance(r, RunState) and r.parent is None]
-    lines = [line for run_id in runs for line in pending_lines(await run_tree(store, run_id))]
+    trees = sorted([await run_tree(store, run_id) for run_id in runs], key=soonest_due)
+    lines = [line for tree in trees for line in pending_lines(tree)]
     print("\n".join(lines).strip() if lines else "no call waits for a decision")
     return 0
 
@@ -250,13 +262,25 @@ async def _abort(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+async def _pause(args: argparse.Namespace, store: Store) -> int:
+    from loopstate.engine.pause import pause_run
+
+    if await pause_run(store, args.run, actor=args.actor):
+        print(shown(f"run {args.run}: pause asked; it stops at its next step (then resume it)"))
+    else:
+        status = (await store.load(args.run)).status
+        print(shown(f"run {args.run} is {status}, not running: it stays as it is"))
+    return 0
+
+
 async def _resume(args: argparse.Namespace, store: Store) -> int:
     from loopstate.machines.agent import Agent
     from loopstate.machines.flows import Flow
 
     target: Agent | Flow = load_agent(args.agent).clone(store=store)
     actor = f"cli:{_user()}"
-    result = await target.resume(args.run, message=args.message, actor=actor)
+    budget = budget_of(args.budget) if args.budget else None
+    result = await target.resume(args.run, message=args.message, actor=actor, budget=budget)
     _print_result(result)
     return 0 if result.status != "failed" else 1
 

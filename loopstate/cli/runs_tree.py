@@ -4,6 +4,9 @@ Model-chosen text is escaped (`shown`)."""
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+
 from loopstate.cli.runs_view import message_lines
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import ApprovalRequest
@@ -36,7 +39,7 @@ def tree_lines(tree: RunTree, depth: int = 1) -> list[str]:
 
 def pending_lines(tree: RunTree) -> list[str]:
     """What waits for a decision in `tree`, each call with the run it waits in."""
-    pending = tree_pending(tree)
+    pending = sorted(tree_pending(tree), key=_due)
     if not pending:
         return []
     lines = ["", "waiting for a decision (in this run and its sub-agents' runs):"]
@@ -47,4 +50,19 @@ def pending_lines(tree: RunTree) -> list[str]:
 
 def _request(p: ApprovalRequest, tree: RunTree) -> str:
     where = "" if p.run_id == tree.state.run_id else f"  (in run {p.run_id})"
-    return shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{where}")
+    due = "" if p.deadline is None else f"  due {_when(p.deadline)}"
+    return shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{where}{due}")
+
+
+def _due(p: ApprovalRequest) -> float:
+    return math.inf if p.deadline is None else p.deadline
+
+
+def soonest_due(tree: RunTree) -> float:
+    """When the first decision waiting in `tree` is due (inf: none has a deadline): `runs
+    pending` lists the runs in this order."""
+    return min(map(_due, tree_pending(tree)), default=math.inf)
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

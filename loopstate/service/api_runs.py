@@ -15,6 +15,7 @@ from loopstate.engine.errors import (
     RunNotResumable,
 )
 from loopstate.engine.operations import abort_run, decided, queue_decision
+from loopstate.engine.pause import pause_run
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, decision_of
@@ -215,5 +216,16 @@ def routes(service: Service) -> APIRouter:
             return answer(await stop())
         scope = f"{actor} abort {run_id}"
         return answer(await service.keys.once(scope, idempotency_key, body.model_dump(), stop))
+
+    @router.post("/runs/{run_id}/pause", status_code=202)
+    async def pause(request: Request, run_id: str) -> dict[str, Any]:
+        """Ask a running run to stop at its next step boundary (it rests in `paused`); a run
+        that is not running stays as it is (`asked: false`). Asking twice asks once."""
+        actor = await guard.identity(request, "abort", run_id)  # stopping a run, as abort
+        check_id(run_id, "run")
+        await load(service, run_id)
+        asked = await pause_run(service.store, run_id, actor=actor, clock=service.runner.clock)
+        status = (await load(service, run_id)).status
+        return {"run_id": run_id, "asked": asked, "status": status}
 
     return router

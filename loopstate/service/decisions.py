@@ -10,6 +10,7 @@ from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.errors import (
     AlreadyDecided,
     DecisionError,
+    Forbidden,
     InvalidDecision,
     LoopstateError,
     NotADecision,
@@ -31,6 +32,7 @@ STATUS: dict[type[LoopstateError], int] = {
     AlreadyDecided: 409,
     StaleDigest: 409,
     NotAllowed: 409,
+    Forbidden: 409,
     NotADecision: 422,
     InvalidDecision: 422,
     DecisionError: 409,

@@ -45,6 +45,7 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
             "reason": p.reason,
             "metadata": p.metadata,  # e.g. an MCP tool's server and annotations (`mcp`)
             "requested_at": at,
+            "deadline": p.deadline,  # when a decision is due (`@tool(decide_within=...)`)
             "external": p.external,  # waits for a result (.../result), not a decision
             "result_schema": schemas.get(p.call_id),  # the type that result must have
         }

@@ -25,7 +25,15 @@ from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.retry import RetryPolicy as ModelRetry
 from loopstate.engine.state import CallRecord, RunState
-from loopstate.engine.store import Cursor, KeptAnswer, Order, RunEvent, RunSummary, summarize
+from loopstate.engine.store import (
+    Cursor,
+    KeptAnswer,
+    Order,
+    PauseRequest,
+    RunEvent,
+    RunSummary,
+    summarize,
+)
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.temporal.data import (
     MODEL_ACTIVITY,
@@ -101,6 +109,15 @@ class WorkflowStore:
         return None
 
     async def drop_key(self, key: str) -> None:
+        return None
+
+    async def ask_pause(self, run_id: str, *, by: str, now: float) -> None:
+        return None  # a workflow is paused by its Update, not through a store
+
+    async def pause_asked(self, run_id: str) -> PauseRequest | None:
+        return None
+
+    async def drop_pause(self, run_id: str) -> None:
         return None
 
 

@@ -6,12 +6,15 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
+from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
+from loopstate.engine.deadlines import Expiry, check_expiry, seconds
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import Hooks
@@ -20,8 +23,10 @@ from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.operations import abort_run, forget_decision
 from loopstate.engine.options import RunOptions, StopCondition
+from loopstate.engine.pause import pause_run
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.result import RunResult
+from loopstate.engine.rule import Rule
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import ParentLink, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store
@@ -52,7 +57,14 @@ class Agent:
     `retry-after`; a run whose model call still fails stops in `model_failed` (status
     `failed`), and `resume()` calls the model again from that step. A run that answered
     goes on with `resume(run_id, message=...)`; `view` is what the model is shown of the
-    history (e.g. `TokenBudget(100_000)`; default: all).
+    history (e.g. `TokenBudget(100_000)`; default: all). `budget` limits each run (tokens,
+    cost, tool calls, model calls, seconds: see `Budget`), over the run and its sub-agents'
+    runs; a run that would pass it rests in `budget_exceeded` until `resume(budget=...)`.
+    `rules` gate and forbid calls whatever their tools declare: a `Rule(decision="ask")`
+    makes the calls it matches wait for a decision, a `Rule(forbid=True)` denies them and
+    no approval, from any door, can let one run (kept with each run; see `Rule`).
+    `decide_within` and `on_expiry` are the default approval deadline of its gated calls
+    (a tool's own `@tool(decide_within=...)` wins).
     """
 
     def __init__(
@@ -78,9 +90,14 @@ class Agent:
         lease_s: float = DEFAULT_LEASE_S,
         retry: RetryPolicy | None = None,
         log: Any = None,
+        budget: Budget | None = None,
+        rules: Sequence[Rule] = (),
+        decide_within: timedelta | float | None = None,
+        on_expiry: Expiry | None = None,
     ) -> None:
         if max_steps < 1:
             raise DefinitionError("max_steps must be at least 1")
+        check_expiry("Agent", seconds(decide_within), on_expiry)
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
         }
@@ -232,6 +249,7 @@ class Agent:
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """Continue a suspended or interrupted run exactly where it stopped, or a run that
         answered with the user's next `message` (a conversation: same run id, the history
@@ -245,8 +263,10 @@ class Agent:
         the lease owner to resume under (a worker that claimed the run passes its own). Once
         `drain` is set the run stops after its current step, still `running` (a worker that
         is shutting down sets it). A run stopped in `model_failed` calls the model again.
-        `results` (by call id) are the values of external tools' calls (`Result`)."""
-        given = Given.of(decisions, results, message, actor)
+        `results` (by call id) are the values of external tools' calls (`Result`). `budget`
+        raises the run's limits (those it names); a run resting in `budget_exceeded` goes on
+        once they let its next step start (`RunNotResumable` naming the limit otherwise)."""
+        given = Given.of(decisions, results, message, actor, budget)
         return await self._resume(run_id, given, owner=owner, drain=drain)
 
     async def _resume(
@@ -265,6 +285,12 @@ class Agent:
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         return await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
+
+    async def pause(self, run_id: str, *, actor: str = "user") -> bool:
+        """Ask the run, driven by any process, to stop at its next step boundary: it rests in
+        `paused` (nothing in flight, lease released) until `resume`. True if it was running;
+        False if not (a run waiting for a decision stays as it is)."""
+        return await pause_run(self.store, run_id, actor=actor, clock=self.clock)
 
     async def forget(
         self,

@@ -21,7 +21,7 @@ from loopstate.engine.approval import Approve, Decision, Deny, as_decisions
 from loopstate.engine.core import Cause
 from loopstate.engine.decision_check import check_decision
 from loopstate.engine.errors import DecisionError
-from loopstate.engine.rule import Rule
+from loopstate.engine.rule import Rule, forbidding
 from loopstate.engine.state import CallRecord, Remembered, Revocation, RunState
 
 if TYPE_CHECKING:
@@ -89,6 +89,12 @@ class Decisions:
             if call.status != "awaiting" or call.external:  # a result comes from outside
                 continue
             match = next((r for r in standing if r.covers(call)), None)
+            if (
+                match is not None
+                and match.decision == "approve"
+                and forbidding(state.rules, call.request())
+            ):
+                continue  # a forbidding rule of the run overrides a remembered approval
             if match is not None and match.decision in call.allowed:
                 decisions[call.call_id] = match.decide()
         return decisions

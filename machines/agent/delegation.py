@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from loopstate.engine.approval import Approver, Gate
+from loopstate.engine.budget import Budget
 from loopstate.engine.core import Cause
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunNotFound
@@ -91,6 +92,8 @@ class ChildScope:
     """The recorder of the child's cassette when the parent run is recorded."""
     observer: Hooks | None = None
     """The parent's hooks, told what the child does (`ChildObserver`)."""
+    budget: Budget | None = None
+    """The parent run's budget: the child keeps it, counted over the whole tree."""
 
 
 def child_run_id(parent_run_id: str, call_id: str) -> str:
@@ -144,6 +147,7 @@ def _under(agent: Agent, scope: ChildScope) -> Agent:
         approver=scope.approver,
         auto_approve=scope.auto_approve and bool(agent.options.auto_approve),
         tools=tools,
+        budget=scope.budget or agent.options.budget,
     )
 
 
@@ -198,6 +202,7 @@ class Delegations:
             gates=gates,
             recorder=recorders[0].for_child(call_id, agent.model) if recorders else None,
             observer=child_observer(hooks, run_id),
+            budget=self.loop.state.budget,
         )
 
     def named(self, record: CallRecord) -> CallRecord:

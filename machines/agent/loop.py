@@ -27,6 +27,15 @@ class AgentLoop(StateChart[Any]):
       overloaded provider, a dropped connection). The run stops in `model_failed` (its status
       is `failed`) and `retry`, asked for by someone resuming it, calls the model again:
       nothing before the failed step runs again.
+    - `over_budget`: the next model call or batch of tools would pass the run's `Budget`; it
+      does not start, and the run rests in `budget_exceeded` (status `failed`) until
+      `budget_raised` (a resume with a raised budget) goes back to the step it stopped
+      before: `batch` says a batch of tools waits to run.
+    - `expired`: as `decided`, when a call's approval deadline passed and its `on_expiry`
+      decided it (`@tool(decide_within=...)`, applied by the worker or `serve`).
+    - `pause`: someone asked the run to stop at its next step boundary (`Agent.pause`); it
+      rests in `paused` with nothing in flight until a resume sends `unpause` (`batch` as for
+      `budget_raised`).
     """
 
     # Strict: an event the current state does not accept raises, and an error in a guard
@@ -41,6 +50,8 @@ class AgentLoop(StateChart[Any]):
     awaiting_approval = State()
     executing_tool = State()
     model_failed = State()
+    budget_exceeded = State()
+    paused = State()
     done = State()  # rests: a user message continues the conversation
     failed = State(final=True)
     aborted = State(final=True)
@@ -52,18 +63,27 @@ class AgentLoop(StateChart[Any]):
         | thinking.to(executing_tool)
     )
     decided = awaiting_approval.to(executing_tool)
+    expired = awaiting_approval.to(executing_tool)  # timed: a call's deadline decided it
     tools_done = executing_tool.to(done, cond="stop_requested") | executing_tool.to(thinking)
     user_message = done.to(thinking)
     # After a crash, calls that were running when the process died may be put to a person again.
     reapprove = executing_tool.to(awaiting_approval)
     model_error = thinking.to(model_failed)
     retry = model_failed.to(thinking)
+    pause = thinking.to(paused) | executing_tool.to(paused)
+    unpause = paused.to(executing_tool, cond="has_batch") | paused.to(thinking)
+    over_budget = thinking.to(budget_exceeded) | executing_tool.to(budget_exceeded)
+    budget_raised = budget_exceeded.to(executing_tool, cond="has_batch") | budget_exceeded.to(
+        thinking
+    )
     abort = (
         idle.to(aborted)
         | thinking.to(aborted)
         | awaiting_approval.to(aborted)
         | executing_tool.to(aborted)
         | model_failed.to(aborted)
+        | budget_exceeded.to(aborted)
+        | paused.to(aborted)
     )
     fail = (
         idle.to(failed)
@@ -71,6 +91,8 @@ class AgentLoop(StateChart[Any]):
         | awaiting_approval.to(failed)
         | executing_tool.to(failed)
         | model_failed.to(failed)
+        | budget_exceeded.to(failed)
+        | paused.to(failed)
     )
 
     def is_answer(self, calls: int) -> bool:
@@ -79,6 +101,9 @@ class AgentLoop(StateChart[Any]):
     def has_gated_calls(self, gated: int) -> bool:
         return gated > 0
 
+    def has_batch(self, batch: bool) -> bool:
+        return batch
+
     def stop_requested(self, stop: str | None = None) -> bool:
         return stop is not None
 
@@ -86,9 +111,9 @@ class AgentLoop(StateChart[Any]):
 LOOP_FINAL = frozenset({AgentLoop.done.id, *(s.id for s in AgentLoop.final_states)})
 """Where a drive of the agent loop stops for good or until the user speaks: done (a resting
 state that `user_message` continues), failed, aborted (final)."""
-LOOP_STOPPED = LOOP_FINAL | {AgentLoop.model_failed.id}
-"""Where a drive of the agent loop stops until someone acts: `LOOP_FINAL`, and `model_failed`
-(which `retry` leaves)."""
+LOOP_STOPPED = LOOP_FINAL | {AgentLoop.model_failed.id, AgentLoop.budget_exceeded.id}
+"""Where a drive of the agent loop stops until someone acts: `LOOP_FINAL`, `model_failed`
+(which `retry` leaves) and `budget_exceeded` (which `budget_raised` leaves)."""
 
 
 class AgentEvents(Protocol):
@@ -99,11 +124,16 @@ class AgentEvents(Protocol):
     def start(self) -> Any: ...
     def replied(self, *, calls: int, gated: int) -> Any: ...
     def decided(self) -> Any: ...
+    def expired(self) -> Any: ...
     def user_message(self) -> Any: ...
     def tools_done(self, *, stop: str | None) -> Any: ...
     def reapprove(self) -> Any: ...
     def model_error(self) -> Any: ...
     def retry(self) -> Any: ...
+    def pause(self) -> Any: ...
+    def unpause(self, *, batch: bool) -> Any: ...
+    def over_budget(self) -> Any: ...
+    def budget_raised(self, *, batch: bool) -> Any: ...
     def abort(self) -> Any: ...
     def fail(self) -> Any: ...
 

@@ -3,7 +3,8 @@ agent run checks when it is resumed, and how it routes what a resume brings:
 
     a message to a run that answered → user_message, a new turn
     otherwise → recover → queued decisions → given decisions (those for calls waiting in
-                child runs queued on them) → retry a failed model call → drive
+                child runs queued on them) → retry a failed model call, or go on from
+                `budget_exceeded` once the budget allows → drive
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ async def resume_loop(loop: LoopSteps, given: Given) -> tuple[str, ...]:
     await queue_routed(options.store, routed, actor=given.actor, clock=options.clock)
     if state.state == AgentLoop.model_failed.id:
         await loop.retry(actor=given.actor)
+    if state.state == AgentLoop.budget_exceeded.id:
+        await loop.limits.raised(actor=given.actor)
+    if state.state == AgentLoop.paused.id:
+        await loop.pausing.unpause(actor=given.actor)
     return recovered
 
 

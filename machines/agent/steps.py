@@ -41,8 +41,10 @@ from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.conversation import queued_message
 from loopstate.machines.agent.decisions import Decided, Decisions, Refusal
 from loopstate.machines.agent.delegation import Delegations
+from loopstate.machines.agent.limits import LoopLimits, stop_reason
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
 from loopstate.machines.agent.model_call import ModelCall
+from loopstate.machines.agent.pausing import LoopPause
 
 P = ParamSpec("P")
 HistoryView = Callable[[tuple[Message, ...]], tuple[Message, ...]]
@@ -86,16 +88,19 @@ class LoopSteps(OnCore):
             config.tools,
             auto_approve=config.options.auto_approve,
             denial_message=config.options.denial_message,
-        )
+            clock=config.options.clock, deadline=config.options.deadline,
+        )  # fmt: skip
         self.decisions = Decisions(self.executor, config.tools, config.options.clock)
         self.delegations = Delegations(self)
         self.model_call = ModelCall(core, config.model, config.tools.values())
+        self.limits, self.pausing = LoopLimits(self), LoopPause(self)
         self._unsaved_results = 0
         self.steps: dict[str, Callable[[], Awaitable[bool]]] = {
             AgentLoop.idle.id: self._start,
             AgentLoop.thinking.id: self._think,
             AgentLoop.awaiting_approval.id: self._await,
             AgentLoop.executing_tool.id: self._execute,
+            AgentLoop.paused.id: self.pausing.rest,
         }
 
     # -- Stepper -----------------------------------------------------------------------------
@@ -104,6 +109,8 @@ class LoopSteps(OnCore):
         return self.state.state in LOOP_STOPPED
 
     async def step(self) -> bool:
+        if await self.pausing.due():  # asked from any process: stop here, nothing in flight
+            return False
         return await self.steps[self.state.state]()
 
     def end(self, how: Ending, cause: Cause) -> None:
@@ -129,6 +136,9 @@ class LoopSteps(OnCore):
     async def _think(self) -> bool:
         config = self.config
         request = self.model_call.request(self.state, config.view, config.tool_choice)
+        if await self.limits.before_call(request):
+            return True
+        started = config.options.clock()
         try:
             response = await self.model_call.call(request)
         except ModelError as exc:
@@ -137,12 +147,14 @@ class LoopSteps(OnCore):
             await self._stall(exc)
             return True
         reply = response.message
-        records = self.executor.prepare(reply.calls, self.context)
+        records = self.executor.prepare(reply.calls, self.context, self.state.rules)
         state = self.state
         update: dict[str, Any] = {
             "messages": (*state.messages, reply),
             "steps": request.step,
             "usage": state.usage + response.usage,
+            "last_call": response.usage,
+            "driven_s": state.driven_s + (config.options.clock() - started),
             "calls": (*state.calls, *records),
             "batch_start": len(state.calls),
         }
@@ -160,8 +172,8 @@ class LoopSteps(OnCore):
             )
         )
         for record in records:
-            if record.decided_by == "auto_approve":
-                await self.announce(record, "auto")
+            if record.decided_by == "auto_approve" or record.status == "denied":
+                await self.announce(record, "auto" if record.status == "approved" else "deny")
         gated = sum(r.status == "awaiting" for r in records)
         self.send(None, self.machine.replied, calls=len(records), gated=gated)
         self.mark_running()
@@ -207,7 +219,8 @@ class LoopSteps(OnCore):
             await self.core.save()
             return False
         actors = ",".join(sorted({c.decided_by for c in self.state.batch if c.decided_by}))
-        self.send(Cause(actor=actors or None), self.machine.decided)
+        event = self.machine.expired if "deadline" in actors else self.machine.decided
+        self.send(Cause(actor=actors or None), event)
         self.mark_running()
         await self.core.save()
         return True
@@ -294,6 +307,9 @@ class LoopSteps(OnCore):
                 self.state = self.state.replace_call(record.evolve(status="running"))
 
     async def _execute(self) -> bool:
+        if await self.limits.before_batch():
+            return True
+        started = self.config.options.clock()
         if any(c.status == "approved" for c in self.state.batch):
             self.mark_running()  # entered by resume or re-approval: intent not yet saved
             await self.core.save()
@@ -313,7 +329,7 @@ class LoopSteps(OnCore):
             await self.core.save()
             return False
         batch = self.state.batch
-        stop = self._stop_reason()
+        stop = stop_reason(self.state, self.config)
         direct = self.delegations.direct_output()
         update: dict[str, Any] = {
             "messages": (
@@ -322,6 +338,7 @@ class LoopSteps(OnCore):
                 *queued_message(self.state),
             ),
             "queued_message": None,
+            "driven_s": self.state.driven_s + (self.config.options.clock() - started),
             "calls": (
                 *self.state.calls[: self.state.batch_start],
                 *(c.evolve(result=None, parameters=None) for c in batch),
@@ -380,16 +397,3 @@ class LoopSteps(OnCore):
             workspace=options.workspace,
             log=self.core.log.bind(call_id=call_id, tool=tool),
         )
-
-    def _stop_reason(self) -> str | None:
-        if self.state.steps >= self.config.max_steps:
-            return "max_steps"
-        for condition in self.config.stop_when:
-            verdict = condition(self.state)
-            if verdict:
-                return (
-                    verdict
-                    if isinstance(verdict, str)
-                    else getattr(condition, "__name__", "stop_when")
-                )
-        return None

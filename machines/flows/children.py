@@ -53,6 +53,7 @@ async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions)
         auto_approve=options.auto_approve,
         gates={},
         observer=child_observer(core.hooks, flow.child),
+        budget=core.state.budget,
     )
     parent = ParentLink(run_id=core.state.run_id, phase=bound.name, name=bound.name)
     task = bound.task(flow.data)

@@ -38,6 +38,8 @@ from loopstate.machines.flows.typed import closed_gates, fit, misfit
 from loopstate.machines.table import TransitionTable
 
 P = ParamSpec("P")
+_RESTING = (AgentLoop.model_failed.id, AgentLoop.budget_exceeded.id)
+"""Phase loop states a resume leaves (a retry, a raised budget): the flow stops there too."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class FlowConfig:
     """The machine's transitions, stepped as the agent loop's are (`flow_table`)."""
     data: type[BaseModel] | None = None
     """The flow's data model (`Flow(data=...)`): the data fits it before any gate runs."""
+    max_steps: int | None = None
+    """The model calls the whole run may make, over all its phases (`Flow(max_steps=)`)."""
 
 
 class FlowSteps(OnCore):
@@ -77,7 +81,7 @@ class FlowSteps(OnCore):
     # -- Stepper -----------------------------------------------------------------------------
 
     def ended(self) -> bool:
-        return self.flow.phase in FINAL or self.state.state == AgentLoop.model_failed.id
+        return self.flow.phase in FINAL or self.state.state in _RESTING
 
     async def step(self) -> bool:
         if self.flow.awaiting_input:
@@ -93,6 +97,8 @@ class FlowSteps(OnCore):
             self._instruct(bound)
             await self.core.save()
         elif state.state not in LOOP_FINAL:
+            if state.state == AgentLoop.thinking.id and self._capped():
+                return await self._stop_capped(bound)  # no model call past the flow's cap
             return await self.loop.step()
         elif state.state in ("failed", "aborted"):
             how: Ending = "fail" if state.state == "failed" else "abort"
@@ -150,6 +156,8 @@ class FlowSteps(OnCore):
 
     async def _advance(self, bound: BoundPhase) -> bool:
         missing = None if bound.agent is not None else self._fold(bound)
+        if missing is None and self._capped() and self.state.stop_reason == "max_steps":
+            return await self._stop_capped(bound)  # the cap cut the phase's turn short
         facts, missing = self._fitted(bound) if missing is None else (None, missing)
         if missing is not None:
             await self.core.end(self, "fail", Cause(missing, "flow"), error=missing)
@@ -238,6 +246,21 @@ class FlowSteps(OnCore):
             update["stop_reason"] = stop_reason
         self.state = self.state.evolve(**update)
 
+    def _cap(self) -> int:
+        cap = self.config.max_steps
+        return cap if cap is not None else self.state.steps + self._phase().spec.max_steps
+
+    async def _stop_capped(self, bound: BoundPhase) -> bool:
+        """End the flow at its step cap (`Flow(max_steps=)`), naming where it stopped."""
+        why = f"the flow's max_steps ({self.config.max_steps}) reached in phase {bound.name!r}"
+        self._move(stop_reason="max_steps")
+        await self.core.end(self, "fail", Cause(why, "flow"), error=why)
+        return True
+
+    def _capped(self) -> bool:
+        cap = self.config.max_steps
+        return cap is not None and self.state.steps >= cap
+
     def _phase(self) -> BoundPhase:
         return self.config.phases[self.flow.phase]
 
@@ -257,7 +280,7 @@ class FlowSteps(OnCore):
             model=bound.model,
             options=options,
             tools=bound.tools,
-            max_steps=self.state.steps + bound.spec.max_steps,
+            max_steps=min(self.state.steps + bound.spec.max_steps, self._cap()),
             stop_when=bound.stop_when,
             tool_choice=bound.tool_choice,
             view=phase_view,

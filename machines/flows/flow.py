@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from statemachine import StateChart
 
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
+from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import DefinitionError, RunNotResumable, UnknownCall
@@ -60,6 +61,10 @@ class Flow:
     user with `message=`. `data` (a pydantic model) declares what the flow collects: gates name
     the fields they read (`@reads`), checked here; tools' updates, outputs and the starting
     data must fit it; a gate whose field is absent stays closed (see `machines/flows/typed`).
+    `max_steps` caps the model calls of the whole run, over all its
+    phases (a phase's own `max_steps` counts one turn of it): the phase that reaches it ends
+    its turn, and the flow ends `failed` with stop reason `max_steps`. `budget` limits each
+    run as `Agent(budget=)` does.
     """
 
     def __init__(
@@ -83,6 +88,8 @@ class Flow:
         lease_s: float = DEFAULT_LEASE_S,
         retry: RetryPolicy | None = None,
         log: Any = None,
+        budget: Budget | None = None,
+        max_steps: int | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
@@ -112,12 +119,15 @@ class Flow:
         self.store: Store = self.options.store
         self.clock = clock
         self.ids = ids
+        if max_steps is not None and max_steps < 1:
+            raise DefinitionError("max_steps must be at least 1")
         self._config = FlowConfig(
             machine=machine,
             phases=self.phases,
             options=self.options,
             table=flow_table(machine),
             data=data,
+            max_steps=max_steps,
         )
         self._protocol = RunProtocol(self.options, _FlowKind(self))
 
@@ -211,12 +221,14 @@ class Flow:
         actor: str = "resume",
         owner: str | None = None,
         drain: asyncio.Event | None = None,
+        budget: Budget | None = None,
     ) -> FlowResult:
         """Continue a suspended or interrupted run where it stopped: with the user's `message`
         when it waits for input, with `decisions` (by call id) when it waits for approval,
         with `results` (by call id) for its external tools' calls (`Result`). `owner` is the
-        lease owner to resume under (a worker that claimed the run)."""
-        given = Given.of(decisions, results, message, actor)
+        lease owner to resume under (a worker that claimed the run). `budget` raises the
+        run's limits (see `Agent.resume`)."""
+        given = Given.of(decisions, results, message, actor, budget)
         return await self._resume(run_id, given, owner=owner, drain=drain)
 
     async def _resume(

@@ -1,0 +1,135 @@
+"""Approval deadlines: a gated call that waits longer than its tool's `decide_within` (or the
+run's default) is decided by its `on_expiry` — `Deny(...)`, `Abort()`, or `Escalate(to=...)`.
+
+The deadline is stored with the pending call (`CallRecord.deadline`), so whoever drives runs
+applies it: the worker and `loopstate serve` (`expire_due`, each poll). An expiry is queued on
+the run like any decision, through `queue_decision` (under the run's lease, checked by
+`check_decision`), with actor `deadline`: a person's decision and an expiry racing for one
+call → exactly one is recorded, the other is refused (`AlreadyDecided`) or finds the run busy
+and looks again at the next poll. The loop then records `expired` instead of `decided`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from loopstate.engine.approval import Abort, Deny
+from loopstate.engine.clock import Clock, system_clock
+from loopstate.engine.data import Frozen
+from loopstate.engine.errors import (
+    DecisionError,
+    DefinitionError,
+    RunBusy,
+    RunNotFound,
+    RunNotResumable,
+)
+from loopstate.engine.logs import get_logger
+from loopstate.engine.state import CallRecord, Deadline, RunState
+from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+
+DEADLINE = "deadline"
+"""The actor an expiry is recorded with."""
+
+
+class Escalate(Frozen):
+    """On expiry, hand the call to `to` (a person or a queue, as the inbox names it): the call
+    keeps waiting, its request says whom it was escalated to, with no further deadline."""
+
+    kind: Literal["escalate"] = "escalate"
+    to: str
+
+
+Expiry = Annotated[Deny | Abort | Escalate, Field(discriminator="kind")]
+
+
+def seconds(within: timedelta | float | None) -> float | None:
+    """`decide_within` in seconds (a `timedelta` or a number of seconds)."""
+    if within is None:
+        return None
+    return within.total_seconds() if isinstance(within, timedelta) else float(within)
+
+
+def check_expiry(who: str, within: float | None, on_expiry: object) -> None:
+    """Refuse a deadline that cannot work, when it is declared (`DefinitionError`)."""
+    if within is not None and within <= 0:
+        raise DefinitionError(f"{who}: decide_within must be positive")
+    if on_expiry is not None and not isinstance(on_expiry, Deny | Abort | Escalate):
+        raise DefinitionError(
+            f"{who}: on_expiry must be Deny(...), Abort() or Escalate(to=...), "
+            f"not {type(on_expiry).__name__}"
+        )
+
+
+def deadline_for(within: float | None, on_expiry: Expiry | None, now: float) -> Deadline | None:
+    """The deadline a call that starts waiting at `now` gets (None: it waits as long as it
+    takes). Without an `on_expiry`, an expired call is denied."""
+    if within is None:
+        return None
+    expiry = on_expiry if on_expiry is not None else Deny("no decision in time")
+    return Deadline(at=now + within, on_expiry=expiry.model_dump(mode="json"))
+
+
+def due(state: RunState, now: float) -> list[CallRecord]:
+    """The calls of `state` whose deadline has passed with no decision queued for them."""
+    if state.state != "awaiting_approval":
+        return []
+    queued = {q.call_id for q in state.inbox}
+    return [
+        c
+        for c in state.batch
+        if c.status == "awaiting" and c.deadline is not None and c.deadline.at <= now
+        and c.call_id not in queued
+    ]  # fmt: skip
+
+
+async def expire_due(store: Store, *, clock: Clock = system_clock, limit: int = 500) -> int:
+    """Apply the expiry of every pending call whose deadline has passed, once; returns how
+    many were applied. A run another process holds is looked at again next time."""
+    applied = 0
+    for summary in await store.list_runs(status="awaiting_approval", limit=limit):
+        try:
+            state = await store.load(summary.run_id)
+            for call in due(state, clock()):
+                applied += await _expire(store, state.run_id, call, clock)
+        except (RunBusy, RunNotFound):
+            continue
+    return applied
+
+
+async def _expire(store: Store, run_id: str, call: CallRecord, clock: Clock) -> int:
+    from loopstate.engine.approval import as_decision
+    from loopstate.engine.operations import queue_decision
+
+    assert call.deadline is not None
+    expiry = call.deadline.on_expiry
+    try:
+        if expiry.get("kind") == "escalate":
+            await _escalate(store, run_id, call.call_id, str(expiry.get("to")), clock)
+        else:
+            decision = as_decision({**expiry, "by": None})
+            await queue_decision(store, run_id, call.call_id, decision, actor=DEADLINE, clock=clock)
+    except (DecisionError, RunNotResumable) as exc:  # a decision won the race: nothing to do
+        get_logger().info("expiry_refused", run_id=run_id, call_id=call.call_id, error=str(exc))
+        return 0
+    return 1
+
+
+async def _escalate(store: Store, run_id: str, call_id: str, to: str, clock: Clock) -> None:
+    owner = lease_owner()
+    state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    try:
+        call = next((c for c in due(state, clock()) if c.call_id == call_id), None)
+        if call is None:
+            raise RunNotResumable(f"call {call_id} of run {run_id} is no longer due")
+        escalated = call.evolve(
+            deadline=None,
+            metadata={**call.metadata, "escalated_to": to},
+            reason=f"{call.reason} (escalated to {to}: no decision in time)",
+        )
+        state = state.replace_call(escalated).evolve(updated_at=max(clock(), state.updated_at))
+        await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
+    finally:
+        await store.release(run_id, owner=owner)

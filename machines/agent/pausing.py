@@ -1,0 +1,61 @@
+"""Pause: a run asked (from any process, through the store: `Agent.pause`, `loopstate pause`,
+`POST /api/runs/{id}/pause`) to stop at its next step boundary.
+
+The process driving the run reads the request before each model call and each batch of tools
+(`LoopPause.due`): the run goes `pause` → `paused` with nothing in flight (a batch's saved
+intents withdrawn), is saved, and the drive stops, releasing the lease. A resume sends
+`unpause` back to the step it stopped before. A request older than the drive (made while no
+process drove the run) is stale and dropped: a run that waits (for a decision, for the user)
+is not paused and stays as it is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loopstate.engine.core import Cause
+from loopstate.machines.agent.limits import has_batch, withdrawn
+from loopstate.machines.agent.loop import AgentLoop
+
+if TYPE_CHECKING:
+    from loopstate.machines.agent.steps import LoopSteps
+
+_BOUNDARIES = frozenset({AgentLoop.thinking.id, AgentLoop.executing_tool.id})
+
+
+class LoopPause:
+    """One loop's side of a pause: it reads the store's request; `LoopSteps` commits."""
+
+    def __init__(self, loop: LoopSteps) -> None:
+        self.loop = loop
+        self.since = loop.config.options.clock()
+        """When this process began driving the run: an older request is stale."""
+
+    async def due(self) -> bool:
+        """Pause now if asked (True: the run rests in `paused`, saved, request taken)."""
+        loop = self.loop
+        if loop.state.state not in _BOUNDARIES:
+            return False
+        store, run_id = loop.config.options.store, loop.state.run_id
+        request = await store.pause_asked(run_id)
+        if request is None:
+            return False
+        if request.at < self.since:
+            await store.drop_pause(run_id)
+            return False
+        loop.state = withdrawn(loop.state)
+        loop.send(Cause("pause asked", request.by), loop.machine.pause)
+        await loop.core.save()
+        await store.drop_pause(run_id)
+        return True
+
+    async def rest(self) -> bool:
+        """The step of `paused`: wait (only a resume leaves it, through `unpause`)."""
+        return False
+
+    async def unpause(self, *, actor: str) -> None:
+        """Go back to the step the run paused before (`paused` → thinking or executing_tool)."""
+        loop = self.loop
+        batch = has_batch(loop.state)
+        loop.send(Cause("resumed after a pause", actor), loop.machine.unpause, batch=batch)
+        await loop.core.save()

@@ -1,0 +1,89 @@
+"""`Flow(max_steps=...)`: one cap on the model calls of the whole run, over all its phases (a
+phase's own `max_steps` counts one turn); the flow ends `failed` with stop reason `max_steps`,
+naming the phase, and no model call is made past it. `Flow(budget=...)` keeps a budget as an
+agent does, across phases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from statemachine import State
+
+from loopstate import Budget, DefinitionError, MemoryStore, ScriptedModel, tool
+from loopstate.engine.models.scripted import call
+from loopstate.machines.flows import Flow, FlowMachine, Phase
+
+
+class Report(FlowMachine):
+    research = State(initial=True)
+    write = State()
+    done = State(final=True)
+    failed = State(final=True)
+    aborted = State(final=True)
+
+    advance = research.to(write, cond="always") | write.to(done, cond="always")
+    fail = failed.from_(research, write)
+    abort = aborted.from_(research, write)
+
+    def always(self, data: dict[str, Any]) -> bool:
+        return True
+
+
+@tool
+def note(text: str) -> str:
+    """Keep a note."""
+    return f"noted {text}"
+
+
+def script() -> ScriptedModel:
+    """Research: two notes and an answer (3 calls); write: a note and an answer (2 calls)."""
+    return ScriptedModel(
+        [call("note", {"text": "a"}), call("note", {"text": "b"}), "Researched.",
+         call("note", {"text": "c"}), "Written."]
+    )  # fmt: skip
+
+
+def report(model: ScriptedModel, **options: Any) -> Flow:
+    phases = {"research": Phase(tools=[note]), "write": Phase(tools=[note])}
+    return Flow(Report, phases, model=model, store=MemoryStore(), **options)
+
+
+async def test_a_flow_wide_step_cap_ends_the_flow_in_the_phase_that_reaches_it() -> None:
+    model = script()
+    result = await report(model, max_steps=4).run("write a report")
+    assert (result.status, result.phase, result.stop_reason) == ("failed", "failed", "max_steps")
+    assert result.error == "the flow's max_steps (4) reached in phase 'write'"
+    assert len(model.requests) == 4  # the fifth call, past the cap, was not made
+    assert result.steps == 4
+
+
+async def test_without_the_cap_the_same_flow_runs_to_its_end() -> None:
+    model = script()
+    result = await report(model).run("write a report")
+    assert (result.status, result.phase, result.steps) == ("done", "done", 5)
+
+
+async def test_a_cap_reached_mid_turn_stops_the_turn_after_its_batch() -> None:
+    model = script()
+    result = await report(model, max_steps=2).run("write a report")
+    assert (result.status, result.stop_reason) == ("failed", "max_steps")
+    assert result.error == "the flow's max_steps (2) reached in phase 'research'"
+    assert len(model.requests) == 2
+
+
+def test_a_cap_below_one_is_refused_when_the_flow_is_built() -> None:
+    with pytest.raises(DefinitionError, match="max_steps must be at least 1"):
+        report(script(), max_steps=0)
+
+
+async def test_a_flow_budget_stops_the_run_and_a_raised_one_goes_on_across_phases() -> None:
+    model = script()
+    flow = report(model, budget=Budget(model_calls=2))
+    stopped = await flow.run("write a report")
+    assert (stopped.status, stopped.phase, len(model.requests)) == ("failed", "research", 2)
+    assert stopped.failure is not None
+    assert stopped.failure.budget is not None
+    assert stopped.failure.budget.limit == "model_calls"
+    done = await flow.resume(stopped.run_id, budget=Budget(model_calls=10))
+    assert (done.status, done.phase, done.steps) == ("done", "done", 5)
