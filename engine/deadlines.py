@@ -2,7 +2,7 @@
 run's default) is decided by its `on_expiry` — `Deny(...)`, `Abort()`, or `Escalate(to=...)`.
 
 The deadline is stored with the pending call (`CallRecord.deadline`), so whoever drives runs
-applies it: the worker and `loopstate serve` (`expire_due`, each poll). An expiry is queued on
+applies it: the worker and `loopstate serve` (`DeadlineWatch`, each second). An expiry is queued on
 the run like any decision, through `queue_decision` (under the run's lease, checked by
 `check_decision`), with actor `deadline`: a person's decision and an expiry racing for one
 call → exactly one is recorded, the other is refused (`AlreadyDecided`) or finds the run busy
@@ -12,6 +12,7 @@ and looks again at the next poll. The loop then records `expired` instead of `de
 from __future__ import annotations
 
 from datetime import timedelta
+from math import inf
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -97,6 +98,43 @@ async def expire_due(store: Store, *, clock: Clock = system_clock, limit: int = 
         except (RunBusy, RunNotFound):
             continue
     return applied
+
+
+class DeadlineWatch:
+    """`expire_due` for a process that scans again and again (the worker, so `serve`): at most
+    once every `every_s` seconds (deadlines are meant in seconds or more), a listing of the
+    waiting runs, and a waiting run loaded again only when it changed (its `updated_at`) or
+    its earliest deadline came: a scan of unchanged runs is one read of the store."""
+
+    def __init__(self, store: Store, *, clock: Clock, every_s: float = 1.0) -> None:
+        self.store, self.clock, self.every_s = store, clock, every_s
+        self.scans = 0
+        self._next = float("-inf")
+        self._seen: dict[str, tuple[float, float]] = {}
+        """Per waiting run: its `updated_at` when loaded, and its earliest deadline (inf: none)."""
+
+    async def scan(self, *, limit: int = 500) -> int:
+        """Apply the expiries due now (if a scan is due); how many were applied."""
+        now = self.clock()
+        if now < self._next:
+            return 0
+        self._next, self.scans, applied = now + self.every_s, self.scans + 1, 0
+        waiting = await self.store.list_runs(status="awaiting_approval", limit=limit)
+        seen, self._seen = self._seen, {}
+        for summary in waiting:
+            known = seen.get(summary.run_id)
+            if known is not None and known[0] == summary.updated_at and known[1] > now:
+                self._seen[summary.run_id] = known
+                continue
+            try:
+                state = await self.store.load(summary.run_id)
+                earliest = min((c.deadline.at for c in state.batch if c.deadline), default=inf)
+                self._seen[summary.run_id] = (summary.updated_at, earliest)
+                for call in due(state, now):
+                    applied += await _expire(self.store, state.run_id, call, self.clock)
+            except (RunBusy, RunNotFound):
+                continue
+        return applied
 
 
 async def _expire(store: Store, run_id: str, call: CallRecord, clock: Clock) -> int:

@@ -15,7 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loopstate.engine.clock import Clock
-from loopstate.engine.deadlines import expire_due
+from loopstate.engine.deadlines import DeadlineWatch
 from loopstate.engine.errors import LoopstateError, RunDamaged
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import DEFAULT_LEASE_S, Waking, lease_owner
@@ -43,7 +43,8 @@ class Worker:
     """Resumes the runs of `target`'s store that are ready, `concurrency` at a time, polling
     the store every `poll_s` seconds when none is (a `Waking` store also wakes it at once).
     `lease_s` is the claimed lease's length: give the same to the target
-    (`clone(lease_s=...)`), whose saves renew it."""
+    (`clone(lease_s=...)`), whose saves renew it. Approval deadlines that passed are applied
+    every `deadlines_every_s` seconds (None: by another process, not this worker)."""
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class Worker:
         lease_s: float = DEFAULT_LEASE_S,
         owner: str | None = None,
         log: Any = None,
+        deadlines_every_s: float | None = 1.0,
     ) -> None:
         self.target = target
         self.store = target.store
@@ -65,6 +67,12 @@ class Worker:
         self.resumed = 0
         self.claims = 0
         """How many times the store answered its claim for ready runs."""
+        self.deadlines = (
+            None
+            if deadlines_every_s is None
+            else DeadlineWatch(self.store, clock=target.clock, every_s=deadlines_every_s)
+        )
+        """Applies passed approval deadlines (`DeadlineWatch`); None: another process does."""
         self._in_flight: set[str] = set()
         self._finished = asyncio.Event()
         self._stop = asyncio.Event()
@@ -96,8 +104,10 @@ class Worker:
 
     async def _expire(self) -> None:
         """Apply the approval deadlines that passed (`expire_due`): their runs become ready."""
+        if self.deadlines is None:
+            return
         try:
-            if await expire_due(self.store, clock=self.target.clock):
+            if await self.deadlines.scan():
                 self.log.info("deadlines_applied")
         except LoopstateError as exc:  # a store that failed now is tried again next poll
             self.log.warning("deadlines_failed", error=str(exc).splitlines()[0])

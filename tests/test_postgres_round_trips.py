@@ -16,6 +16,7 @@ from worker_support import wait_until_ended
 
 from loopstate import Approve, PostgresStore
 from loopstate.engine.clock import system_clock
+from loopstate.engine.deadlines import DeadlineWatch
 from loopstate.engine.operations import queue_decision
 from loopstate.worker import Worker
 
@@ -69,7 +70,8 @@ async def test_a_worker_resumes_a_run_in_one_round_trip_per_save_and_three_more(
         await queue_decision(store, result.run_id, result.pending[0].call_id, Approve(), actor="t")
         assert n == 0 or counted.round_trips - before == 4  # read, lease + read, save, release
     observer = PostgresStore(postgres_dsn)  # not through the proxy: its polls are not counted
-    stop, worker = asyncio.Event(), Worker(agent, poll_s=0.05)
+    # deadlines off: their scans are counted on their own below
+    stop, worker = asyncio.Event(), Worker(agent, poll_s=0.05, deadlines_every_s=None)
     before = counted.round_trips
     serving = asyncio.create_task(worker.serve(stop))
     await wait_until_ended(observer, runs, within=60.0)
@@ -85,6 +87,21 @@ async def test_a_worker_resumes_a_run_in_one_round_trip_per_save_and_three_more(
     assert resumed <= saves + claims + 3 * runs  # each run: lease + read, read, release
     await store.close()
     await observer.close()
+
+
+async def test_a_deadline_scan_of_unchanged_waiting_runs_is_one_round_trip(
+    wire: tuple[str, Wire], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOPSTATE_TEST_EFFECTS", str(tmp_path / "effects.txt"))
+    dsn, counted = wire
+    store = PostgresStore(dsn)
+    agent = worker_agent.agent(store)
+    for i in range(5):
+        await agent.run("go", run_id=f"r{i}")
+    watch = DeadlineWatch(store, clock=system_clock, every_s=0.0)
+    await watch.scan()  # the first scan reads each waiting run once
+    assert await trips(counted, watch.scan()) == 1  # then: one listing, no run read again
+    await store.close()
 
 
 async def test_a_waiting_worker_is_woken_by_a_decision_not_by_its_poll(

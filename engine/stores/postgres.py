@@ -55,10 +55,13 @@ from loopstate.engine.stores.postgres_sql import (
     CLAIM,
     CREATE,
     HOLDER,
+    KEPT,
     LEASE,
     LOAD,
     PRUNE_EVENTS,
     RELEASE,
+    RESERVE,
+    RETAKE,
     SAVE,
     WAKE,
     write_params,
@@ -83,6 +86,7 @@ class PostgresStore:
         self._session = 0
         self._lock = asyncio.Lock()
         self._counts: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._pauses: OrderedDict[str, PauseRequest | None] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
@@ -124,6 +128,7 @@ class PostgresStore:
                     ) from None
             if written is not None and written[0]:
                 self._remember(run_id, len(state.messages), len(state.transitions))
+                self._note_pause(run_id, *written[1:])
                 return
             self._counts.pop(run_id, None)
             gone, _ = await self._why_refused(run_id, owner, now)
@@ -134,7 +139,7 @@ class PostgresStore:
 
     async def load(self, run_id: str) -> RunState:
         async with self._use() as db:
-            row = await (await db.execute(LOAD, (run_id,))).fetchone()
+            row = await (await db.execute(LOAD, (pause_key(run_id), run_id))).fetchone()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.where}")
         return self._decoded(run_id, row)
@@ -147,7 +152,7 @@ class PostgresStore:
                 params |= {"session": self._session, "run_id": run_id}
                 async with db.pipeline():  # the lease and the read: one round trip
                     taken = await db.execute(LEASE, params)
-                    loaded = await db.execute(LOAD, (run_id,))
+                    loaded = await db.execute(LOAD, (pause_key(run_id), run_id))
                 row = await loaded.fetchone() if await taken.fetchone() is not None else None
             if row is not None:
                 return self._decoded(run_id, row)
@@ -228,31 +233,13 @@ class PostgresStore:
         self, key: str, fingerprint: str, *, now: float, stale_s: float
     ) -> KeptAnswer | None:
         async with self._transaction() as db:
-            inserted = await (
-                await db.execute(
-                    "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (key) DO NOTHING RETURNING key",
-                    (key, fingerprint, now),
-                )
-            ).fetchone()
-            if inserted is not None:
+            if await (await db.execute(RESERVE, (key, fingerprint, now))).fetchone() is not None:
                 return None
-            row = await (
-                await db.execute(
-                    "SELECT fingerprint, status, body, at FROM loopstate_answers "
-                    "WHERE key = %s FOR UPDATE",
-                    (key,),
-                )
-            ).fetchone()
+            row = await (await db.execute(KEPT, (key,))).fetchone()
             if row is not None and (row[1] is not None or row[3] > now - stale_s):
                 body = None if row[2] is None else json.loads(row[2])
                 return KeptAnswer(fingerprint=row[0], status=row[1], body=body, at=row[3])
-            await db.execute(
-                "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, "
-                "status = NULL, body = NULL, at = EXCLUDED.at",
-                (key, fingerprint, now),
-            )
+            await db.execute(RETAKE, (key, fingerprint, now))
         return None
 
     async def keep_answer(self, key: str, status: int, body: dict[str, Any]) -> None:
@@ -267,20 +254,20 @@ class PostgresStore:
             await db.execute("DELETE FROM loopstate_answers WHERE key = %s", (key,))
 
     async def ask_pause(self, run_id: str, *, by: str, now: float) -> None:
+        self._pauses.pop(run_id, None)
         async with self._use() as db:
-            await db.execute(
-                "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (key) DO NOTHING",
-                (pause_key(run_id), by, now),
-            )
+            await db.execute(RESERVE, (pause_key(run_id), by, now))
 
     async def pause_asked(self, run_id: str) -> PauseRequest | None:
+        if run_id in self._pauses:  # as this handle's last save or load of the run read it
+            return self._pauses.pop(run_id)
         async with self._use() as db:
             query = "SELECT fingerprint, at FROM loopstate_answers WHERE key = %s"
             row = await (await db.execute(query, (pause_key(run_id),))).fetchone()
         return None if row is None else PauseRequest(by=row[0], at=row[1])
 
     async def drop_pause(self, run_id: str) -> None:
+        self._pauses.pop(run_id, None)
         await self.drop_key(pause_key(run_id))
 
     # -- retention and wake-ups --------------------------------------------------------------
@@ -368,11 +355,20 @@ class PostgresStore:
         return holder, (messages, transitions)
 
     def _decoded(self, run_id: str, row: tuple[Any, ...]) -> RunState:
-        head, *tables = row
+        head, *tables, by, at = row
+        self._note_pause(run_id, by, at)
         pairs = [list(zip(tables[n] or [], tables[n + 1] or [], strict=True)) for n in (0, 2, 4)]
         state = decode_run(run_id, self.where, head, *pairs)
         self._remember(run_id, len(state.messages), len(state.transitions))
         return state
+
+    def _note_pause(self, run_id: str, by: str | None, at: float | None) -> None:
+        """The run's pause request as a save or load just read it: taken once by the next
+        `pause_asked` instead of a round trip of its own (a request made since is seen at the
+        boundary after the next save)."""
+        self._pauses[run_id] = None if by is None or at is None else PauseRequest(by=by, at=at)
+        if len(self._pauses) > REMEMBERED:
+            self._pauses.popitem(last=False)
 
     def _remember(self, run_id: str, messages: int, transitions: int) -> None:
         """The counts the store holds for the run, as this handle last saw them: the next save

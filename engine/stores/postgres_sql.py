@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopstate.engine.state import RunState
-from loopstate.engine.store import ready
+from loopstate.engine.store import pause_key, ready
 from loopstate.engine.stores.codec import (
     event_row,
     header,
@@ -64,7 +64,8 @@ c AS (INSERT INTO loopstate_calls (run_id, position, body)
 e AS (INSERT INTO loopstate_events (run_id, body)
       SELECT run.run_id, %(event)s FROM run,
       LATERAL (SELECT pg_advisory_xact_lock(%(lock)s) WHERE run.run_id IS NOT NULL) AS held)
-SELECT count(*) FROM run"""
+SELECT (SELECT count(*) FROM run), p.fingerprint, p.at FROM (SELECT 1) AS one
+LEFT JOIN loopstate_answers p ON p.key = %(pause)s"""
 
 SAVE = (
     f"WITH run AS (UPDATE loopstate_runs r SET {_HEADER} WHERE r.run_id = %(run_id)s "
@@ -105,16 +106,30 @@ HOLDER = (
 )
 """Why a write was refused: the run's holder and counts (None: no such run)."""
 LOAD = (
-    "SELECT r.header, m.i, m.b, t.i, t.b, c.i, c.b FROM loopstate_runs r "
+    "SELECT r.header, m.i, m.b, t.i, t.b, c.i, c.b, p.fingerprint, p.at FROM loopstate_runs r "
     "CROSS JOIN LATERAL (SELECT array_agg(idx ORDER BY idx) i, array_agg(body ORDER BY idx) b "
     "FROM loopstate_messages WHERE run_id = r.run_id) m "
     "CROSS JOIN LATERAL (SELECT array_agg(seq ORDER BY seq) i, array_agg(body ORDER BY seq) b "
     "FROM loopstate_transitions WHERE run_id = r.run_id) t "
     "CROSS JOIN LATERAL (SELECT array_agg(position ORDER BY position) i, "
     "array_agg(body ORDER BY position) b FROM loopstate_calls WHERE run_id = r.run_id) c "
-    "WHERE r.run_id = %s"
+    "LEFT JOIN loopstate_answers p ON p.key = %s WHERE r.run_id = %s"
 )
-"""A run's rows in one statement: one snapshot, one round trip."""
+"""A run's rows and its pause request (`pause_key`, then the run's id) in one statement: one
+snapshot, one round trip. Saves answer the pause request too: the driver's check at its next
+step boundary reads it from there, not with a statement of its own."""
+RESERVE = (
+    "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
+    "ON CONFLICT (key) DO NOTHING RETURNING key"
+)
+"""Keep a key (an idempotency key, a pause request) unless it is kept: a row if now kept."""
+KEPT = "SELECT fingerprint, status, body, at FROM loopstate_answers WHERE key = %s FOR UPDATE"
+RETAKE = (
+    "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, "
+    "status = NULL, body = NULL, at = EXCLUDED.at"
+)
+"""Take a key over whose first holder gave no answer in time."""
 PRUNE_EVENTS = (
     "WITH gone AS (DELETE FROM loopstate_events WHERE id <= %(upto)s AND id < coalesce(("
     "SELECT id FROM loopstate_events WHERE (body::json->>'updated_at')::float8 >= %(before)s "
@@ -159,4 +174,5 @@ def write_params(
         "cb": [r[2] for r in calls],
         "event": event_row(state)[1],
         "lock": EVENTS_LOCK,
+        "pause": pause_key(state.run_id),
     }
