@@ -1,5 +1,6 @@
-"""`loopstate temporal worker|start|pending|show|approve|deny|edit|abort|retry`: agent runs on
-Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]` extra."""
+"""`loopstate temporal worker|start|reply|pending|show|approve|deny|edit|abort|retry`: agent and
+flow runs on Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]`
+extra."""
 
 from __future__ import annotations
 
@@ -21,19 +22,27 @@ Command = Callable[[argparse.Namespace, Any], Coroutine[Any, Any, int]]
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("temporal", help="agent runs on Temporal (loopstate[temporal])")
+    parser = subparsers.add_parser(
+        "temporal", help="agent and flow runs on Temporal (loopstate[temporal])"
+    )
     which = parser.add_subparsers(dest="temporal_command", required=True, metavar="SUBCOMMAND")
-    worker = _command(which, "worker", _worker, help="serve agents until interrupted")
+    worker = _command(which, "worker", _worker, help="serve agents and flows until interrupted")
     worker.add_argument(
         "--agent", action="append", required=True, metavar="NAME=MODULE:ATTR",
-        help="an Agent to serve under NAME (repeat for several)",
+        help="an Agent or a Flow to serve under NAME (repeat for several)",
     )  # fmt: skip
-    start = _command(which, "start", _start, help="start a run of a served agent")
+    start = _command(which, "start", _start, help="start a run of a served agent or flow")
     start.add_argument("agent")
     start.add_argument("prompt")
     start.add_argument("--run-id")
+    start.add_argument("--flow", action="store_true", help="NAME is a served flow")
+    start.add_argument("--data", help="a flow's data known up front, a JSON object")
     start.add_argument("--local-model", action="store_true", help="model call as local activity")
     start.add_argument("--wait", action="store_true", help="wait for the run to end or pause")
+    reply = _command(which, "reply", _reply, help="the user's next message to a waiting flow")
+    reply.add_argument("run")
+    reply.add_argument("message")
+    reply.add_argument("--actor", default=f"cli:{_user()}")
     pending = _command(which, "pending", _pending, help="calls waiting for a decision (no worker)")
     pending.add_argument("--agent", help="only this served agent's runs")
     pending.add_argument("--json", action="store_true")
@@ -162,7 +171,13 @@ async def _worker(args: argparse.Namespace, runs: Any) -> int:
 
 
 async def _start(args: argparse.Namespace, runs: Any) -> int:
-    run_id = await runs.start(args.agent, args.prompt, run_id=args.run_id)
+    if args.flow:
+        data = _json_object(args.data) if args.data is not None else None
+        run_id = await runs.start_flow(args.agent, args.prompt, data=data, run_id=args.run_id)
+    elif args.data is not None:
+        raise DefinitionError("--data is a flow's: add --flow")
+    else:
+        run_id = await runs.start(args.agent, args.prompt, run_id=args.run_id)
     print(shown(run_id))
     if not args.wait:
         return 0
@@ -218,6 +233,12 @@ async def _decide(args: argparse.Namespace, runs: Any) -> int:
     await runs.decide(args.run, args.call, form, actor=args.actor, wait=not args.signal)
     done = "sent" if args.signal else "accepted"
     print(shown(f"{args.temporal_command} {done} for {args.call} of run {args.run}"))
+    return 0
+
+
+async def _reply(args: argparse.Namespace, runs: Any) -> int:
+    await runs.reply(args.run, args.message, actor=args.actor)
+    print(shown(f"reply accepted for run {args.run}"))
     return 0
 
 

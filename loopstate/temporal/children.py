@@ -1,0 +1,201 @@
+"""Child runs on Temporal: a sub-agent's call (`Agent.as_tool`) or a flow's agent phase runs
+as a child workflow, started by the parent's workflow with the child run's own id.
+
+    parent call ──start child workflow──▶ child run (its own workflow, history, audit trail)
+         ▲                                    │ every change: Signal `child` to the parent
+         └── result / waits / fails / aborted ◀┘   (its state without messages, and its own
+                                                    children's)
+
+The parent keeps what its children last told it in its `WorkflowStore`, so the engine's own
+tree functions answer for it: the pending calls of the whole tree, where a decision goes
+(`owner_of`), usage rolled up, a child's outcome (`child_outcome`). A decision given to the
+parent for a child's call is checked there (`check_decision` against the child's state) and
+sent to the run it waits in (Signal `decide`). A run that ends aborted or failed aborts the
+children it still waits for; a child aborted by a person aborts its parent (as in-process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+from temporalio.workflow import ParentClosePolicy
+
+from loopstate.engine.approval import ApprovalRequest
+from loopstate.engine.decision_check import check_decision
+from loopstate.engine.errors import UnknownCall
+from loopstate.engine.result import RunResult
+from loopstate.engine.state import ENDED, CallRecord, ParentLink, RunState
+from loopstate.engine.tree import (
+    RunTree,
+    UsageReport,
+    child_runs,
+    delegated,
+    owner_of,
+    tree_pending,
+    usage_report,
+)
+from loopstate.machines.agent.agent import Agent
+from loopstate.machines.agent.delegation import ChildOutcome, ChildScope, child_outcome
+from loopstate.temporal.data import (
+    WORKFLOW,
+    AbortRequest,
+    ChildState,
+    DecideRequest,
+    RunSettings,
+    StartRun,
+)
+from loopstate.temporal.ports import WorkflowStore
+
+_SETTLED = frozenset({"awaiting_approval", *ENDED, "failed"})
+
+
+class ChildWorkflows:
+    """One run's child workflows: started, followed, decided through, aborted. A
+    `ChildRunner` for the run's loop (sub-agents) and its flow's agent phases."""
+
+    def __init__(
+        self, address: str, store: WorkflowStore, settings: RunSettings, parent: ParentLink | None
+    ) -> None:
+        self.address = address
+        self.store = store
+        self.settings = settings
+        self.parent = parent
+        self.changed = False
+        """A child told something since the run last looked."""
+        self.started: set[str] = set()
+        self.forwarded: dict[str, str] = {}
+        """Calls of child runs decided through this run, by call id, until they no longer wait."""
+        self._told: object = None
+        self._signals: set[asyncio.Task[None]] = set()
+
+    # -- the ChildRunner ---------------------------------------------------------------------
+
+    async def __call__(
+        self, agent: Agent, prompt: str, *, run_id: str, parent: ParentLink, scope: ChildScope
+    ) -> ChildOutcome:
+        """Start the child workflow `run_id` (once), wait until it ends or waits for a
+        decision, and say how it stands."""
+        children = self.store.children
+        if run_id not in children and run_id not in self.started:
+            self.started.add(run_id)
+            start = StartRun(
+                agent=f"{self.address}/{parent.name}",
+                prompt=prompt,
+                settings=self.settings,
+                parent=parent,
+            )
+            await workflow.start_child_workflow(
+                WORKFLOW,
+                start,
+                id=run_id,
+                task_queue=workflow.info().task_queue,
+                parent_close_policy=ParentClosePolicy.ABANDON,  # it is aborted explicitly
+                result_type=RunResult,
+            )
+        await workflow.wait_condition(
+            lambda: run_id in children and children[run_id].status in _SETTLED
+        )
+        return await child_outcome(self.store, RunResult.of(children[run_id]))
+
+    # -- what children tell ------------------------------------------------------------------
+
+    def took(self, report: ChildState) -> None:
+        """Keep what a child said of itself and its children; forget forwarded decisions for
+        calls that no longer wait."""
+        for state in report.states:
+            self.store.children[state.run_id] = state
+        waiting = {p.call_id for p in self._tree_pending()}
+        self.forwarded = {c: r for c, r in self.forwarded.items() if c in waiting}
+        self.changed = True
+
+    async def tell_parent(self, state: RunState) -> None:
+        """Tell the parent's workflow how this run (and its children) stand, if that changed."""
+        if self.parent is None:
+            return
+        states = (state, *self.store.children.values())
+        told = tuple((s.run_id, s.status, len(s.transitions), len(s.pending)) for s in states)
+        if told == self._told:
+            return
+        self._told = told
+        report = ChildState(states=tuple(s.evolve(messages=()) for s in states))
+        try:
+            await workflow.get_external_workflow_handle(self.parent.run_id).signal("child", report)
+        except FailureError:  # the parent has ended: nobody waits for this run any more
+            return
+
+    # -- decisions through the parent --------------------------------------------------------
+
+    def owner(self, call_id: str, state: RunState) -> str | None:
+        """The child run whose pending call `call_id` is; None if it is this run's own (or
+        nobody's: this run's checker then says so)."""
+        if not self.store.children:
+            return None
+        if any(c.call_id == call_id and not delegated(c) for c in state.batch):
+            return None
+        found = owner_of(self._tree(state), call_id)
+        return None if found in (None, state.run_id) else found
+
+    def check(self, owner: str, request: DecideRequest) -> CallRecord:
+        """The decision checked against the child run it is for, as a local parent checks it."""
+        child = self.store.children.get(owner)
+        if child is None:
+            raise UnknownCall(f"run {owner} has not told its state yet: try again")
+        queued = set(self.forwarded)
+        return check_decision(child, request.call_id, request.decision, queued=queued).call
+
+    def forward(self, owner: str, request: DecideRequest) -> CallRecord:
+        """Send a checked decision to the run it is for."""
+        record = self.check(owner, request)
+        self.forwarded[request.call_id] = owner
+        task = asyncio.create_task(_signal(owner, "decide", request))
+        self._signals.add(task)  # kept until sent
+        task.add_done_callback(self._signals.discard)
+        return record
+
+    # -- the tree ----------------------------------------------------------------------------
+
+    def pending(self, state: RunState) -> list[ApprovalRequest]:
+        """What waits for a decision in this run and its children (minus what was decided)."""
+        if not self.store.children:
+            return state.pending
+        return [p for p in tree_pending(self._tree(state)) if p.call_id not in self.forwarded]
+
+    def usage(self, state: RunState) -> UsageReport:
+        return usage_report(self._tree(state))
+
+    async def abort_unfinished(self, state: RunState) -> None:
+        """A run that ended aborted or failed aborts the child runs still going."""
+        if state.status not in ("aborted", "failed"):
+            return
+        reason = state.stop_reason or state.error or state.status
+        request = AbortRequest(reason=f"its parent run {state.run_id} ended: {reason}"[:500],
+                               actor="system")  # fmt: skip
+        direct = self.started | {child for _, child in child_runs(state)}
+        going = [c for c in direct if not self._ended(c)]
+        for run_id in sorted(going):
+            await _signal(run_id, "abort", request)
+
+    def _ended(self, run_id: str) -> bool:
+        child = self.store.children.get(run_id)
+        return child is not None and child.status in ("done", "failed", "aborted")
+
+    def _tree(self, state: RunState) -> RunTree:
+        found: list[tuple[str, RunTree]] = []
+        for key, child_id in child_runs(state):
+            child = self.store.children.get(child_id)
+            if child is not None:
+                found.append((key, self._tree(child)))
+        return RunTree(state=state, children=tuple(found))
+
+    def _tree_pending(self) -> list[ApprovalRequest]:
+        own = self.store.state
+        return [] if own is None else tree_pending(self._tree(own))
+
+
+async def _signal(run_id: str, name: str, request: DecideRequest | AbortRequest) -> None:
+    try:
+        await workflow.get_external_workflow_handle(run_id).signal(name, request)
+    except FailureError:  # it ended meanwhile: nothing waits for this any more
+        return

@@ -1,0 +1,85 @@
+"""A flow run on Temporal: the coaching flow end to end (scripted models) with a worker in
+another process, the user's replies and the approval sent as Updates from this one; and a
+flow whose agent phase runs as a child workflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.waiting import until
+from temporal_scenarios import kill, start_worker
+from temporal_support import Served, serving, wait_pending
+
+from loopstate import RunNotResumable
+from loopstate.engine.state import RunState
+
+
+async def status_of(s: Served, run_id: str, status: str) -> RunState:
+    async def reached() -> RunState | None:
+        """the run reaches the status"""
+        state = await s.runs.state(run_id)
+        return state if state.status == status else None
+
+    return await until(reached, every=0.05)
+
+
+async def test_the_coaching_flow_waits_for_the_user_and_an_approval_through_updates(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path, worker=False) as s:
+        worker = start_worker(temporal_address, s)  # the workflow runs in another process
+        try:
+            run_id = await s.runs.start_flow("coaching", "I want to run a 4:25 1500m")
+            first = await status_of(s, run_id, "awaiting_input")
+            assert first.phase == "intake"
+            with pytest.raises(RunNotResumable, match="empty"):
+                await s.runs.reply(run_id, "  ")
+            await s.runs.reply(run_id, "43, 40 km a week, no injuries")
+            [request] = await wait_pending(s.runs, run_id)
+            assert request.tool == "generate_plan"
+            with pytest.raises(RunNotResumable, match="not waiting for the user"):
+                await s.runs.reply(run_id, "hello?")
+            await s.runs.approve(run_id, request.call_id)
+            presented = await status_of(s, run_id, "awaiting_input")
+            assert presented.phase == "present"
+            await s.runs.reply(run_id, "Looks great!")
+            result = await s.runs.flow_result(run_id)
+        finally:
+            kill(worker)
+    assert (result.status, result.phase) == ("done", "done")
+    assert result.data["answers"] == {"age": 43, "weekly_km": 40, "injury_history": "none"}
+    assert result.data["plan"]["title"] == "Speed base"
+    assert result.data["safety"]["status"] == "approved"
+    moves = [(t.source, t.target, t.actor) for t in result.transitions
+             if t.event in ("advance", "user_replied")]  # fmt: skip
+    assert moves == [
+        ("goal_capture", "analyst", "flow"),
+        ("analyst", "intake", "flow"),
+        ("intake", "intake", "user"),
+        ("intake", "safety", "flow"),
+        ("safety", "plan", "flow"),
+        ("plan", "present", "flow"),
+        ("present", "present", "user"),
+        ("present", "done", "flow"),
+    ]
+    [gate] = [t for t in result.transitions if t.target == "safety"]
+    assert gate.reason == "gate: intake_complete"
+    [approval] = [t for t in result.transitions if t.source == "awaiting_approval"]
+    assert approval.actor == "user"
+
+
+async def test_an_agent_phase_runs_as_a_child_workflow_decided_through_the_flow(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start_flow("pipeline", "draft it", data={"topic": "hello"})
+        [request] = await wait_pending(s.runs, run_id)
+        child = f"{run_id}.draft.1"
+        assert (request.tool, request.run_id) == ("write_note", child)
+        await s.runs.approve(run_id, request.call_id)
+        result = await s.runs.flow_result(run_id)
+        usage = await s.runs.usage(run_id)
+    assert (result.status, result.data["draft"]) == ("done", "final: appended 'hello' to notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"
+    assert set(usage.by_agent) == {"main", "draft"}
