@@ -11,11 +11,9 @@ from support.waiting import until
 from temporal_scenarios import CRASH_SETTINGS, kill, start_worker
 from temporal_support import serving, wait_pending
 
-from loopstate import DecisionError
+from loopstate import Abort, DecisionError
 from loopstate.engine.result import RunResult
 from loopstate.machines.agent.delegation import child_run_id
-
-pytestmark = pytest.mark.slow
 
 
 async def test_a_sub_agents_gated_call_is_decided_through_the_parent(
@@ -68,6 +66,21 @@ async def test_aborting_the_parent_aborts_the_sub_agent_it_waits_for(
     assert not (tmp_path / "notes.txt").exists()
 
 
+async def test_an_abort_of_the_sub_agents_call_given_to_the_parent_aborts_the_tree(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("boss", "delegate a note")
+        await wait_pending(s.runs, run_id)
+        await s.runs.decide(run_id, "note_1", Abort("not this note"))
+        result = await s.runs.result(run_id)
+    assert result.status == "aborted"
+    assert "sub-agent research" in (result.stop_reason or "")
+    assert "not this note" in (result.stop_reason or "")
+    assert not (tmp_path / "notes.txt").exists()
+
+
+@pytest.mark.slow
 async def test_a_worker_killed_while_the_child_runs_loses_nothing_and_runs_the_tool_once(
     temporal_address: str, tmp_path: Path
 ) -> None:

@@ -4,6 +4,9 @@ flow whose agent phase runs as a child workflow."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,19 @@ from loopstate import RunNotResumable
 from loopstate.engine.state import RunState
 
 
+async def cli(s: Served, address: str, *args: str) -> str:
+    """`loopstate temporal ...` in a process of its own; its output, once it succeeded."""
+    where = ["--address", address, "--task-queue", s.task_queue]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "loopstate", "temporal", *args, *where,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
 async def status_of(s: Served, run_id: str, status: str) -> RunState:
     async def reached() -> RunState | None:
         """the run reaches the status"""
@@ -24,13 +40,18 @@ async def status_of(s: Served, run_id: str, status: str) -> RunState:
     return await until(reached, every=0.05)
 
 
+@pytest.mark.slow
 async def test_the_coaching_flow_waits_for_the_user_and_an_approval_through_updates(
     temporal_address: str, tmp_path: Path
 ) -> None:
     async with serving(temporal_address, tmp_path, worker=False) as s:
         worker = start_worker(temporal_address, s)  # the workflow runs in another process
         try:
-            run_id = await s.runs.start_flow("coaching", "I want to run a 4:25 1500m")
+            run_id = f"coach-{s.task_queue}"
+            goal = "I want to run a 4:25 1500m"
+            started = await cli(s, temporal_address, "start", "coaching", goal, "--flow",
+                                "--run-id", run_id)  # fmt: skip
+            assert started == f"{run_id}\n"
             first = await status_of(s, run_id, "awaiting_input")
             assert first.phase == "intake"
             with pytest.raises(RunNotResumable, match="empty"):
@@ -43,7 +64,8 @@ async def test_the_coaching_flow_waits_for_the_user_and_an_approval_through_upda
             await s.runs.approve(run_id, request.call_id)
             presented = await status_of(s, run_id, "awaiting_input")
             assert presented.phase == "present"
-            await s.runs.reply(run_id, "Looks great!")
+            said = await cli(s, temporal_address, "reply", run_id, "Looks great!")
+            assert said == f"reply accepted for run {run_id}\n"
             result = await s.runs.flow_result(run_id)
         finally:
             kill(worker)
@@ -60,9 +82,10 @@ async def test_the_coaching_flow_waits_for_the_user_and_an_approval_through_upda
         ("intake", "safety", "flow"),
         ("safety", "plan", "flow"),
         ("plan", "present", "flow"),
-        ("present", "present", "user"),
+        ("present", "present", moves[6][2]),
         ("present", "done", "flow"),
     ]
+    assert moves[6][2].startswith("cli:")  # the reply the CLI sent
     [gate] = [t for t in result.transitions if t.target == "safety"]
     assert gate.reason == "gate: intake_complete"
     [approval] = [t for t in result.transitions if t.source == "awaiting_approval"]
