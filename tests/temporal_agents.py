@@ -105,6 +105,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
     coach = model(*happy_script())  # one model for every phase, turn by step
     return {
         "boss": sub(researcher, "research"),
+        "chief": sub(sub(researcher, "research"), "team"),  # a sub-agent's sub-agent
         "delegator": sub(slow_child, "slow_work"),
         "coaching": coaching_flow(
             models=dict.fromkeys(("default", "analyst", "plan"), coach), store=store

@@ -49,6 +49,21 @@ async def test_a_sub_agents_gated_call_is_decided_through_the_parent(
     assert usage.total == usage.own + usage.by_agent["research"]
 
 
+async def test_a_sub_agents_sub_agent_is_decided_through_the_top_run(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("chief", "delegate a note, twice down")
+        [request] = await wait_pending(s.runs, run_id)
+        below = child_run_id(child_run_id(run_id, "team_1"), "research_1")
+        assert (request.call_id, request.run_id) == ("note_1", below)
+        await s.runs.approve(run_id, "note_1")
+        result = await s.runs.result(run_id)
+        usage = await s.runs.usage(run_id)
+    assert result.output == "final: final: final: appended 'hello' to notes.txt"
+    assert set(usage.by_agent) == {"main", "team", "research"}
+
+
 async def test_aborting_the_parent_aborts_the_sub_agent_it_waits_for(
     temporal_address: str, tmp_path: Path
 ) -> None:
