@@ -75,7 +75,9 @@ def register(subparsers: Any) -> None:
         "replay", help="replay a recorded history against the current agent (no server)"
     )
     replay.add_argument("history", help="a JSON history (temporal workflow show --output json)")
-    replay.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent now")
+    replay.add_argument(
+        "--agent", required=True, metavar="MODULE:ATTR", help="the Agent or Flow now"
+    )
     replay.set_defaults(func=_replay)
     retry = _command(which, "retry", _retry, help="call the model again for a model_failed run")
     retry.add_argument("run")
@@ -100,12 +102,9 @@ def _replay(args: argparse.Namespace) -> int:
     """`replay`: no server, no connection: the history file against the agent."""
     where = "loopstate temporal replay"
     try:
-        from loopstate.machines.agent import Agent
         from loopstate.temporal.replay import replay_history
 
-        agent = load_agent(args.agent)
-        if not isinstance(agent, Agent):
-            raise DefinitionError(f"{args.agent} is not an Agent: {type(agent).__name__}")
+        agent = load_agent(args.agent)  # an Agent or a Flow
         report = asyncio.run(replay_history(args.history, agent))
     except ImportError as exc:
         print(f"{where}: needs the temporal extra (pip install 'loopstate[temporal]'): {exc}",
