@@ -11,7 +11,7 @@ from support.waiting import until
 from temporal_scenarios import CRASH_SETTINGS, kill, start_worker
 from temporal_support import serving, wait_pending
 
-from loopstate import Abort, DecisionError
+from loopstate import Abort, Approve, DecisionError
 from loopstate.engine.result import RunResult
 from loopstate.machines.agent.delegation import child_run_id
 
@@ -57,7 +57,7 @@ async def test_a_sub_agents_sub_agent_is_decided_through_the_top_run(
         [request] = await wait_pending(s.runs, run_id)
         below = child_run_id(child_run_id(run_id, "team_1"), "research_1")
         assert (request.call_id, request.run_id) == ("note_1", below)
-        await s.runs.approve(run_id, "note_1")
+        await s.runs.decide(run_id, "note_1", Approve(), wait=False)  # a Signal, routed too
         result = await s.runs.result(run_id)
         usage = await s.runs.usage(run_id)
     assert result.output == "final: final: final: appended 'hello' to notes.txt"
@@ -115,3 +115,21 @@ async def test_a_worker_killed_while_the_child_runs_loses_nothing_and_runs_the_t
     assert (tmp_path / "effects.txt").read_text() == "once\n"
     assert result.status == "done"
     assert "interrupted, outcome unknown" in (result.output or "")
+
+
+async def test_aborting_the_parent_while_its_sub_agent_runs_aborts_both_at_the_next_boundary(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("delegator", "append once")
+        effects = tmp_path / "effects.txt"
+        await until(lambda: effects.exists() and effects.read_text())  # the child's tool runs
+        await s.runs.abort(run_id, "stop everything")
+        (tmp_path / "release").touch()  # the tool in flight finishes; nothing runs after it
+        result = await s.runs.result(run_id)
+        child = child_run_id(run_id, "slow_work_1")
+        handle = s.client.get_workflow_handle(child, result_type=RunResult)
+        child_result = await handle.result()
+    assert (result.status, child_result.status) == ("aborted", "aborted")
+    assert "stop everything" in (child_result.stop_reason or "")
+    assert child_result.steps == 1  # no model call after the abort

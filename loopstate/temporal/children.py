@@ -17,6 +17,7 @@ children it still waits for; a child aborted by a person aborts its parent (as i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -69,6 +70,8 @@ class ChildWorkflows:
         """Calls of child runs decided through this run, by call id, until they no longer wait."""
         self._told: object = None
         self._signals: set[asyncio.Task[None]] = set()
+        self.aborting: Callable[[], AbortRequest | None] = lambda: None
+        """Whether this run is asked to abort (a child it waits for is aborted then)."""
 
     # -- the ChildRunner ---------------------------------------------------------------------
 
@@ -94,9 +97,15 @@ class ChildWorkflows:
                 parent_close_policy=ParentClosePolicy.ABANDON,  # it is aborted explicitly
                 result_type=RunResult,
             )
-        await workflow.wait_condition(
-            lambda: run_id in children and children[run_id].status in _SETTLED
-        )
+
+        def settled() -> bool:
+            return run_id in children and children[run_id].status in _SETTLED
+
+        await workflow.wait_condition(lambda: settled() or self.aborting() is not None)
+        abort = self.aborting()
+        if not settled() and abort is not None:  # this run is aborted: so is the child
+            await _signal(run_id, "abort", _below(abort, self.store))
+            await workflow.wait_condition(settled)
         return await child_outcome(self.store, RunResult.of(children[run_id]))
 
     # -- what children tell ------------------------------------------------------------------
@@ -170,8 +179,9 @@ class ChildWorkflows:
         if state.status not in ("aborted", "failed"):
             return
         reason = state.stop_reason or state.error or state.status
-        request = AbortRequest(reason=f"its parent run {state.run_id} ended: {reason}"[:500],
-                               actor="system")  # fmt: skip
+        actor = (state.transitions[-1].actor if state.transitions else None) or "system"
+        why = f"its parent run {state.run_id} ended: {reason}"[:500]
+        request = AbortRequest(reason=why, actor=actor)
         direct = self.started | {child for _, child in child_runs(state)}
         going = [c for c in direct if not self._ended(c)]
         for run_id in sorted(going):
@@ -192,6 +202,12 @@ class ChildWorkflows:
     def _tree_pending(self) -> list[ApprovalRequest]:
         own = self.store.state
         return [] if own is None else tree_pending(self._tree(own))
+
+
+def _below(abort: AbortRequest, store: WorkflowStore) -> AbortRequest:
+    """The abort a child is sent when the run above it is aborted, by the same person."""
+    run_id = store.state.run_id if store.state is not None else "?"
+    return abort.evolve(reason=f"its parent run {run_id} was aborted: {abort.reason}"[:500])
 
 
 async def _signal(run_id: str, name: str, request: DecideRequest | AbortRequest) -> None:

@@ -83,6 +83,7 @@ class RunWorkflow:
         self.retry_request: RetryRequest | None = None
         self.paused = False
         self.first_step = state.steps
+        self.children.aborting = lambda: self.abort_request
         for child in known:
             self.store.children[child.run_id] = child
 
@@ -205,10 +206,15 @@ class RunWorkflow:
 
     @workflow.signal(name="decide")
     def decide_later(self, request: DecideRequest) -> None:
-        """Fire and forget: checked when applied; a refused one is reported (`decision_refused`)."""
+        """Fire and forget: checked when applied (a child's call: checked here and sent to
+        its run); a refused one is reported (`decision_refused`)."""
         try:
-            self.arrived.append(self._queued(request))
-        except DecisionError as exc:  # not even a decision: nothing to queue
+            owner = self.children.owner(request.call_id, self.core.state)
+            if owner is not None:
+                self.children.forward(owner, request)
+            else:
+                self.arrived.append(self._queued(request))
+        except DecisionError as exc:  # not a usable decision: nothing to queue
             core = self.core
             core.events.append(
                 DecisionRefused(
