@@ -133,3 +133,19 @@ async def test_aborting_the_parent_while_its_sub_agent_runs_aborts_both_at_the_n
     assert (result.status, child_result.status) == ("aborted", "aborted")
     assert "stop everything" in (child_result.stop_reason or "")
     assert child_result.steps == 1  # no model call after the abort
+
+
+async def test_a_sub_agent_terminated_by_an_operator_fails_its_call_and_the_parent_goes_on(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("boss", "delegate a note")
+        await wait_pending(s.runs, run_id)
+        child = child_run_id(run_id, "research_1")
+        await s.client.get_workflow_handle(child).terminate("operator cleanup")
+        result = await s.runs.result(run_id)
+    assert result.status == "done"
+    assert (result.output or "").startswith(
+        f"final: Error: sub-agent research (run {child}) failed"
+    )
+    assert "closed without ending the run" in (result.output or "")

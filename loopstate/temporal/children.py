@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
-from temporalio.workflow import ParentClosePolicy
+from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.decision_check import check_decision
@@ -49,7 +50,8 @@ from loopstate.temporal.data import (
 )
 from loopstate.temporal.ports import WorkflowStore
 
-_SETTLED = frozenset({"awaiting_approval", *ENDED, "failed"})
+_SETTLED = frozenset({"awaiting_approval", *ENDED})
+"""How a child stands once its parent may go on: waiting for a decision, or ended."""
 
 
 class ChildWorkflows:
@@ -70,6 +72,9 @@ class ChildWorkflows:
         """Calls of child runs decided through this run, by call id, until they no longer wait."""
         self._told: object = None
         self._signals: set[asyncio.Task[None]] = set()
+        self.handles: dict[str, ChildWorkflowHandle[Any, RunResult]] = {}
+        """The child workflows this workflow run started (a closed one that never said it
+        ended is a lost child: its call fails)."""
         self.aborting: Callable[[], AbortRequest | None] = lambda: None
         """Whether this run is asked to abort (a child it waits for is aborted then)."""
 
@@ -89,7 +94,7 @@ class ChildWorkflows:
                 settings=self.settings,
                 parent=parent,
             )
-            await workflow.start_child_workflow(
+            handle = await workflow.start_child_workflow(
                 WORKFLOW,
                 start,
                 id=run_id,
@@ -97,16 +102,38 @@ class ChildWorkflows:
                 parent_close_policy=ParentClosePolicy.ABANDON,  # it is aborted explicitly
                 result_type=RunResult,
             )
+            self.handles[run_id] = handle
+            handle.add_done_callback(self._closed)
 
         def settled() -> bool:
-            return run_id in children and children[run_id].status in _SETTLED
+            told = run_id in children and children[run_id].status in _SETTLED
+            return told or self.lost(run_id) is not None
 
         await workflow.wait_condition(lambda: settled() or self.aborting() is not None)
         abort = self.aborting()
         if not settled() and abort is not None:  # this run is aborted: so is the child
             await _signal(run_id, "abort", _below(abort, self.store))
             await workflow.wait_condition(settled)
+        lost = self.lost(run_id)
+        if lost is not None:
+            return ChildOutcome(kind="failed", run_id=run_id, output=f"failed: {lost}")
         return await child_outcome(self.store, RunResult.of(children[run_id]))
+
+    def lost(self, run_id: str) -> str | None:
+        """Why the child's workflow closed without its run ending (an operator terminated
+        it, its workflow failed); None while it goes on or once it has ended and said so."""
+        handle = self.handles.get(run_id)
+        child = self.store.children.get(run_id)
+        if handle is None or not handle.done() or (child is not None and child.status in ENDED):
+            return None
+        if handle.cancelled():
+            return "its workflow was cancelled"
+        error = handle.exception()
+        cause = getattr(error, "cause", None) or error
+        return f"its workflow closed without ending the run: {cause or 'no reason given'}"
+
+    def _closed(self, _: object) -> None:
+        self.changed = True  # a waiting run looks again: the child it waits for closed
 
     # -- what children tell ------------------------------------------------------------------
 
