@@ -56,6 +56,19 @@ class Pipeline(FlowMachine):
         return "draft" in data
 
 
+class Desk(FlowMachine):
+    """One model phase whose tool is a sub-agent."""
+
+    work = State(initial=True)
+    done = State(final=True)
+    failed = State(final=True)
+    aborted = State(final=True)
+
+    advance = work.to(done)
+    fail = failed.from_(work)
+    abort = aborted.from_(work)
+
+
 def agents(workdir: Path) -> dict[str, Agent | Flow]:
     """The served agents and flows, their tools writing under `workdir`."""
 
@@ -109,6 +122,17 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         "delegator": sub(slow_child, "slow_work"),
         "coaching": coaching_flow(
             models=dict.fromkeys(("default", "analyst", "plan"), coach), store=store
+        ),
+        "desk": Flow(
+            Desk,
+            {
+                "work": Phase(
+                    tools=[researcher.as_tool(name="research", description="Delegate")],
+                    model=model(call("research", {"task": "x"}, id="research_1"), _answer),
+                )
+            },
+            name="desk",
+            store=store,
         ),
         "pipeline": Flow(
             Pipeline,

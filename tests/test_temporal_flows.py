@@ -16,6 +16,7 @@ from temporal_support import Served, serving, wait_pending
 
 from loopstate import RunNotResumable
 from loopstate.engine.state import RunState
+from loopstate.machines.agent.delegation import child_run_id
 
 
 async def cli(s: Served, address: str, *args: str) -> str:
@@ -106,3 +107,16 @@ async def test_an_agent_phase_runs_as_a_child_workflow_decided_through_the_flow(
     assert (result.status, result.data["draft"]) == ("done", "final: appended 'hello' to notes.txt")
     assert (tmp_path / "notes.txt").read_text() == "hello\n"
     assert set(usage.by_agent) == {"main", "draft"}
+
+
+async def test_a_sub_agent_in_a_flows_model_phase_runs_as_a_child_workflow(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start_flow("desk", "delegate")
+        [request] = await wait_pending(s.runs, run_id)
+        assert request.run_id == child_run_id(run_id, "research_1")
+        await s.runs.approve(run_id, request.call_id)
+        result = await s.runs.flow_result(run_id)
+    assert (result.status, result.phase) == ("done", "done")
+    assert result.output == "final: final: appended 'hello' to notes.txt"

@@ -89,7 +89,7 @@ class ChildWorkflows:
         if run_id not in children and run_id not in self.started:
             self.started.add(run_id)
             start = StartRun(
-                agent=f"{self.address}/{parent.name}",
+                agent=self._address(parent),
                 prompt=prompt,
                 settings=self.settings,
                 parent=parent,
@@ -118,6 +118,13 @@ class ChildWorkflows:
         if lost is not None:
             return ChildOutcome(kind="failed", run_id=run_id, output=f"failed: {lost}")
         return await child_outcome(self.store, RunResult.of(children[run_id]))
+
+    def _address(self, parent: ParentLink) -> str:
+        """The child's address: below this run's, through the phase a flow's call is in."""
+        state = self.store.state
+        if parent.call_id is not None and state is not None and state.flow is not None:
+            return f"{self.address}/{state.flow.phase}/{parent.name}"
+        return f"{self.address}/{parent.name}"
 
     def lost(self, run_id: str) -> str | None:
         """Why the child's workflow closed without its run ending (an operator terminated
