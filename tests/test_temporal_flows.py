@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.waiting import until
-from temporal_scenarios import kill, start_worker
+from temporal_scenarios import CONTINUE_SETTINGS, coaching, kill, start_worker
 from temporal_support import Served, serving, wait_pending
 
 from loopstate import RunNotResumable
@@ -120,3 +120,16 @@ async def test_a_sub_agent_in_a_flows_model_phase_runs_as_a_child_workflow(
         result = await s.runs.flow_result(run_id)
     assert (result.status, result.phase) == ("done", "done")
     assert result.output == "final: final: appended 'hello' to notes.txt"
+
+
+async def test_a_long_flow_continues_as_new_carrying_its_phase_and_data(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path, settings=CONTINUE_SETTINGS) as s:
+        run_id = await coaching(s)  # replies and an approval, as in the test above
+        result = await s.runs.flow_result(run_id)
+        runs = [e async for e in s.client.list_workflows(f"WorkflowId = '{run_id}'")]
+    assert (result.status, result.phase) == ("done", "done")
+    assert result.data["plan"]["title"] == "Speed base"
+    assert len(runs) >= 3  # every 2 model steps, at a step boundary
+    assert [t.seq for t in result.transitions] == list(range(1, len(result.transitions) + 1))
