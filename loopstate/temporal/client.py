@@ -163,6 +163,8 @@ class TemporalRuns:
         return answered
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
+        """The calls waiting for a decision in the run and in its child runs (sub-agents,
+        agent phases), each naming the run it waits in; decide them through this run."""
         pending: list[ApprovalRequest] = await self._query(run_id, "pending", list[ApprovalRequest])
         return pending
 
