@@ -14,7 +14,7 @@ from support.waiting import until
 from temporal_scenarios import CONTINUE_SETTINGS, coaching, kill, start_worker
 from temporal_support import Served, serving, wait_pending
 
-from loopstate import RunNotResumable
+from loopstate import Approve, RunNotResumable
 from loopstate.engine.state import RunState
 from loopstate.machines.agent.delegation import child_run_id
 
@@ -101,12 +101,16 @@ async def test_an_agent_phase_runs_as_a_child_workflow_decided_through_the_flow(
         [request] = await wait_pending(s.runs, run_id)
         child = f"{run_id}.draft.1"
         assert (request.tool, request.run_id) == ("write_note", child)
+        await s.runs.decide(run_id, "nope", Approve(), wait=False)  # nothing waits for it here
         await s.runs.approve(run_id, request.call_id)
         result = await s.runs.flow_result(run_id)
         usage = await s.runs.usage(run_id)
+        events = await s.runs.events(run_id)
     assert (result.status, result.data["draft"]) == ("done", "final: appended 'hello' to notes.txt")
     assert (tmp_path / "notes.txt").read_text() == "hello\n"
     assert set(usage.by_agent) == {"main", "draft"}
+    [refused] = [e for e in events if e.kind == "decision_refused"]
+    assert refused.call_id == "nope"  # type: ignore[union-attr]
 
 
 async def test_a_sub_agent_in_a_flows_model_phase_runs_as_a_child_workflow(

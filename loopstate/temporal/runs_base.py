@@ -109,9 +109,16 @@ class RunWorkflow:
         """Apply the decisions that arrived, at a step boundary, through the one decision
         path (`Decisions.queued`)."""
         loop = self.loop()
-        if not self.arrived or loop is None:
+        if not self.arrived:
             return
         queued, self.arrived = self.arrived, []
+        if loop is None:  # no agent loop of this run waits now (a flow's agent or code phase)
+            core = self.core
+            for q in queued:
+                why = f"run {core.state.run_id} has no call {q.call_id} waiting in it now"
+                await core.emit(DecisionRefused(**core.at(), call_id=q.call_id, actor=q.actor,
+                                                reason=why))  # fmt: skip
+            return
         state = loop.state.evolve(inbox=(*loop.state.inbox, *queued))
         await loop.commit(loop.decisions.queued(state))
 
