@@ -5,6 +5,7 @@ flow whose agent phase runs as a child workflow."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from support.waiting import until
 from temporal_scenarios import CONTINUE_SETTINGS, coaching, kill, start_worker
 from temporal_support import Served, serving, wait_pending
+from temporalio.client import WorkflowFailureError
 
 from loopstate import Approve, RunNotResumable
 from loopstate.engine.state import RunState
@@ -137,3 +139,14 @@ async def test_a_long_flow_continues_as_new_carrying_its_phase_and_data(
     assert result.data["plan"]["title"] == "Speed base"
     assert len(runs) >= 3  # every 2 model steps, at a step boundary
     assert [t.seq for t in result.transitions] == list(range(1, len(result.transitions) + 1))
+
+
+async def test_a_flow_started_as_an_agent_fails_at_once_saying_how_to_start_it(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("coaching", "hello")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await s.runs.result(run_id)
+    gc.collect()  # the failed workflow's leftovers go now, not during another test
+    assert "'coaching' is a flow, not an agent: start it as a flow" in str(failed.value.cause)

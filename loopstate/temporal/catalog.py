@@ -72,8 +72,13 @@ def serve(runs: Mapping[str, Agent | Flow]) -> None:
 def served(address: str) -> Agent:
     """The agent at `address`; `DefinitionError` if this process serves none there."""
     found = resolve(address)
+    if isinstance(found, Flow):
+        raise DefinitionError(
+            f"{address!r} is a flow, not an agent: start it as a flow "
+            "(TemporalRuns.start_flow, loopstate temporal start --flow)"
+        )
     if not isinstance(found, Agent):
-        raise DefinitionError(f"{address!r} is a flow or a flow's phase, not an agent")
+        raise DefinitionError(f"{address!r} is a flow's model phase, not an agent")
     return found
 
 
