@@ -85,7 +85,7 @@ async def coaching(s: Served) -> str:
     """The coaching flow: two replies from the user and an approval."""
     run_id = await s.runs.start_flow("coaching", "I want to run a 4:25 1500m", run_id="coaching")
     await until(lambda: _status(s, run_id, "awaiting_input"))
-    await s.runs.reply(run_id, "43, 40 km a week, no injuries")
+    await s.runs.reply(run_id, "43, 70 km a week, 5 days, a stress fracture last year")
     [request] = await wait_pending(s.runs, run_id)
     await s.runs.approve(run_id, request.call_id)
     await until(lambda: _status(s, run_id, "awaiting_input"))

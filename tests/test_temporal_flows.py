@@ -59,7 +59,7 @@ async def test_the_coaching_flow_waits_for_the_user_and_an_approval_through_upda
             assert first.phase == "intake"
             with pytest.raises(RunNotResumable, match="empty"):
                 await s.runs.reply(run_id, "  ")
-            await s.runs.reply(run_id, "43, 40 km a week, no injuries")
+            await s.runs.reply(run_id, "43, 70 km a week, 5 days, a stress fracture last year")
             [request] = await wait_pending(s.runs, run_id)
             assert request.tool == "generate_plan"
             with pytest.raises(RunNotResumable, match="not waiting for the user"):
@@ -73,9 +73,14 @@ async def test_the_coaching_flow_waits_for_the_user_and_an_approval_through_upda
         finally:
             kill(worker)
     assert (result.status, result.phase) == ("done", "done")
-    assert result.data["answers"] == {"age": 43, "weekly_km": 40, "injury_history": "none"}
+    assert result.data["answers"] == {
+        "age": 43,
+        "weekly_volume": 70.0,
+        "injury_history": "stress fracture last year",
+        "training_days": 5,
+    }
     assert result.data["plan"]["title"] == "Speed base"
-    assert result.data["safety"]["status"] == "approved"
+    assert result.data["safety"]["status"] == "approved_with_warnings"
     moves = [(t.source, t.target, t.actor) for t in result.transitions
              if t.event in ("advance", "user_replied")]  # fmt: skip
     assert moves == [

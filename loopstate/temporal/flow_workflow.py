@@ -71,6 +71,7 @@ class FlowWorkflow(RunWorkflow):
             phases=self.phases,
             options=options,
             table=flow_table(flow.machine),
+            data=flow.data,
             tool_runners=self._tool_runner,
             child_runner=self.children,
         )
