@@ -74,9 +74,7 @@ class LoopConfig:
     machine: Callable[[str], AgentEvents] = agent_loop
     """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
     tool_runner: ToolRunner | None = None
-    child_runner: ChildRunner | None = None
-    """Where approved calls and sub-agents' child runs run (default: `Executor.run` and
-    `run_child`, in this process; a Temporal workflow: activities and child workflows)."""
+    child_runner: ChildRunner | None = None  # default `run_child`; Temporal: child workflows
 
 
 class LoopSteps(OnCore):
