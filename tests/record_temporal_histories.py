@@ -20,6 +20,7 @@ import temporal_scenarios as scenarios
 from temporal_support import Served, serving
 from temporalio.client import Client
 
+from loopstate.engine.tree import child_runs
 from loopstate.temporal.devserver import dev_server
 
 OUT = Path(__file__).parent / "temporal_histories"
@@ -38,7 +39,8 @@ async def histories(client: Client, workflow_id: str) -> list[dict[str, object]]
 async def record(address: str) -> None:
     OUT.mkdir(exist_ok=True)
     simple = [scenarios.approve, scenarios.deny, scenarios.edit, scenarios.abort]
-    simple.append(scenarios.partial_batch)
+    simple += [scenarios.partial_batch, scenarios.sub_agent, scenarios.flow_agent_phase]
+    simple.append(scenarios.coaching)
     for scenario in simple:
         await _one(address, scenario.__name__, None, scenario)
     await _one(address, "continue_as_new", scenarios.CONTINUE_SETTINGS, scenarios.continue_as_new)
@@ -59,8 +61,12 @@ async def _one(address: str, name: str, settings: object, scenario, worker: bool
         async with serving(address, Path(workdir), settings=settings, worker=worker) as s:  # type: ignore[arg-type]
             run_id = await scenario(s)
             recorded = await histories(s.client, run_id)
+            below = [c for _, c in child_runs(await s.runs.state(run_id))] if worker else []
+            for child in below:  # a child workflow's history: NAME__child.json
+                kept = await histories(s.client, child)
+                (OUT / f"{name}__child.json").write_text(json.dumps(kept, indent=1) + "\n")
     (OUT / f"{name}.json").write_text(json.dumps(recorded, indent=1) + "\n")
-    print(f"recorded {name}: {len(recorded)} workflow run(s)")
+    print(f"recorded {name}: {len(recorded)} workflow run(s), {len(below)} child(ren)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The agents the Temporal tests, their worker processes and the recorded histories serve.
+"""The agents and flows the Temporal tests, their worker processes and the recorded histories
+serve (sub-agents and agent phases run as child workflows).
 
 Models are scripted by step (a worker started after another died continues the script where
 the run is) and their final answers quote the tool results, so a test sees what the model saw.
@@ -10,8 +11,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from flow_child import happy_script
+from statemachine import State
+
 from loopstate import Agent, MemoryStore, ModelRequest, ScriptedModel, tool
 from loopstate.engine.models.scripted import ScriptItem, call, calls
+from loopstate.machines.coaching import coaching_flow
+from loopstate.machines.flows import Flow, FlowData, FlowMachine, Phase
 from loopstate.tools.human import ask_person
 
 
@@ -34,8 +40,37 @@ def _looping(steps: int):  # type: ignore[no-untyped-def]
     return turn
 
 
-def agents(workdir: Path) -> dict[str, Agent]:
-    """The served agents, their tools writing under `workdir`."""
+class Pipeline(FlowMachine):
+    """One agent phase: its agent runs as a child workflow of the flow's."""
+
+    draft = State(initial=True)
+    done = State(final=True)
+    failed = State(final=True)
+    aborted = State(final=True)
+
+    advance = draft.to(done, cond="drafted")
+    fail = failed.from_(draft)
+    abort = aborted.from_(draft)
+
+    def drafted(self, data: FlowData) -> bool:
+        return "draft" in data
+
+
+class Desk(FlowMachine):
+    """One model phase whose tool is a sub-agent."""
+
+    work = State(initial=True)
+    done = State(final=True)
+    failed = State(final=True)
+    aborted = State(final=True)
+
+    advance = work.to(done)
+    fail = failed.from_(work)
+    abort = aborted.from_(work)
+
+
+def agents(workdir: Path) -> dict[str, Agent | Flow]:
+    """The served agents and flows, their tools writing under `workdir`."""
 
     @tool(needs_approval=True)
     def write_note(path: str, text: str) -> str:
@@ -71,7 +106,40 @@ def agents(workdir: Path) -> dict[str, Agent]:
     )
     ask = call("ask_person", {"question": "ship it?"}, id="ask_1")
     slow = call("append_then_wait", {"path": "effects.txt", "text": "once"}, id="slow_1")
+
+    def sub(agent: Agent, name: str) -> Agent:
+        """A parent whose model delegates one task to `agent` (as tool `name`), then answers."""
+        delegate = call(name, {"task": "note hello"}, id=f"{name}_1")
+        tool = agent.as_tool(name=name, description="Delegate a task")
+        return Agent(model(delegate, _answer), [tool], store=store)
+
+    researcher = Agent(model(one_note, _answer), tools, store=store)
+    slow_child = Agent(model(slow, _answer), tools, store=store)
+    coach = model(*happy_script())  # one model for every phase, turn by step
     return {
+        "boss": sub(researcher, "research"),
+        "chief": sub(sub(researcher, "research"), "team"),  # a sub-agent's sub-agent
+        "delegator": sub(slow_child, "slow_work"),
+        "coaching": coaching_flow(
+            models=dict.fromkeys(("default", "analyst", "plan"), coach), store=store
+        ),
+        "desk": Flow(
+            Desk,
+            {
+                "work": Phase(
+                    tools=[researcher.as_tool(name="research", description="Delegate")],
+                    model=model(call("research", {"task": "x"}, id="research_1"), _answer),
+                )
+            },
+            name="desk",
+            store=store,
+        ),
+        "pipeline": Flow(
+            Pipeline,
+            {"draft": Phase(agent=researcher, task="note {topic}")},
+            name="pipeline",
+            store=store,
+        ),
         "writer": Agent(model(one_note, _answer), tools, store=store, instructions="Be brief."),
         "batch": Agent(model(batch, _answer), tools, store=store),
         "looper": Agent(model(*[_looping(5)] * 6), tools, store=store, max_steps=10),

@@ -61,6 +61,43 @@ async def partial_batch(s: Served) -> str:
     return run_id
 
 
+async def sub_agent(s: Served) -> str:
+    """A sub-agent's gated call, decided through its parent (two workflows: parent, child)."""
+    run_id = await s.runs.start("boss", "delegate a note", run_id="sub_agent")
+    await wait_pending(s.runs, run_id)
+    await s.runs.approve(run_id, "note_1")
+    await s.runs.result(run_id)
+    return run_id
+
+
+async def flow_agent_phase(s: Served) -> str:
+    """A flow whose agent phase runs as a child workflow, its call decided through the flow."""
+    run_id = await s.runs.start_flow(
+        "pipeline", "draft", data={"topic": "x"}, run_id="flow_agent_phase"
+    )
+    await wait_pending(s.runs, run_id)
+    await s.runs.approve(run_id, "note_1")
+    await s.runs.flow_result(run_id)
+    return run_id
+
+
+async def coaching(s: Served) -> str:
+    """The coaching flow: two replies from the user and an approval."""
+    run_id = await s.runs.start_flow("coaching", "I want to run a 4:25 1500m", run_id="coaching")
+    await until(lambda: _status(s, run_id, "awaiting_input"))
+    await s.runs.reply(run_id, "43, 70 km a week, 5 days, a stress fracture last year")
+    [request] = await wait_pending(s.runs, run_id)
+    await s.runs.approve(run_id, request.call_id)
+    await until(lambda: _status(s, run_id, "awaiting_input"))
+    await s.runs.reply(run_id, "Looks great!")
+    await s.runs.flow_result(run_id)
+    return run_id
+
+
+async def _status(s: Served, run_id: str, status: str) -> bool:
+    return (await s.runs.state(run_id)).status == status
+
+
 CONTINUE_SETTINGS = RunSettings(continue_after_steps=2)
 
 

@@ -18,7 +18,7 @@ from temporalio.workflow import NondeterminismError
 
 from loopstate.engine.diagram import graph_of
 from loopstate.machines.agent.loop import AgentLoop, agent_loop
-from loopstate.temporal import AgentWorkflow, data_converter
+from loopstate.temporal import AgentWorkflow, FlowWorkflow, data_converter
 from loopstate.temporal import ports as temporal_ports
 from loopstate.temporal.catalog import serve
 from loopstate.temporal.worker import sandbox_runner
@@ -34,7 +34,9 @@ def _histories(name: str) -> list[WorkflowHistory]:
 
 def _replayer() -> Replayer:
     return Replayer(
-        workflows=[AgentWorkflow], data_converter=data_converter(), workflow_runner=sandbox_runner()
+        workflows=[AgentWorkflow, FlowWorkflow],
+        data_converter=data_converter(),
+        workflow_runner=sandbox_runner(),
     )
 
 
@@ -42,12 +44,17 @@ def test_the_representative_runs_are_recorded() -> None:
     assert RECORDED == [
         "abort",
         "approve",
+        "coaching",
         "continue_as_new",
         "crash_mid_approval",
         "crash_mid_tool",
         "deny",
         "edit",
+        "flow_agent_phase",
+        "flow_agent_phase__child",
         "partial_batch",
+        "sub_agent",
+        "sub_agent__child",
     ]
     assert len(_histories("continue_as_new")) == 3
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from temporal_support import serving
 
+from loopstate import Agent
+from loopstate.machines.agent.delegation import AgentTool
 from loopstate.temporal import replay_history
 
 pytestmark = pytest.mark.slow
@@ -113,3 +115,28 @@ async def test_show_says_so_within_two_seconds_when_the_runs_workflow_task_fails
     assert said.startswith(f"loopstate temporal show: run {run_id}: its workflow task has failed")
     assert "`loopstate temporal replay` its history" in said
     assert took < 2 + STARTUP_S
+
+
+async def test_flow_and_child_histories_replay_against_the_top_flow_or_agent(
+    tmp_path: Path,
+) -> None:
+    from temporal_agents import agents
+
+    served = agents(tmp_path)
+    histories = TESTS / "temporal_histories"
+    for name, top in (("coaching", "coaching"), ("flow_agent_phase__child", "pipeline"),
+                      ("sub_agent__child", "boss")):  # fmt: skip
+        report = await replay_history(histories / f"{name}.json", served[top])
+        assert (report.ok, report.error) == (True, None), name
+    boss = served["boss"]
+    assert isinstance(boss, Agent)
+    [delegate] = [t for t in boss.tools if isinstance(t, AgentTool) and t.agent is not None]
+    assert delegate.agent is not None
+    lost = delegate.agent.clone(tools=[t for t in delegate.agent.tools if t.name != "write_note"])
+    changed = boss.clone(tools=[lost.as_tool(name="research", description="Delegate a task")])
+    failed = await replay_history(histories / "sub_agent__child.json", changed)
+    assert not failed.ok
+    assert (failed.error or "").startswith(
+        "agent 'boss/research' does not replay its recorded run: since it ran, the agent "
+        "removed write_note (gated)."
+    )

@@ -1,5 +1,6 @@
-"""`loopstate temporal worker|start|pending|show|approve|deny|edit|abort|retry`: agent runs on
-Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]` extra."""
+"""`loopstate temporal worker|start|reply|pending|show|approve|deny|edit|abort|retry`: agent and
+flow runs on Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]`
+extra."""
 
 from __future__ import annotations
 
@@ -21,19 +22,27 @@ Command = Callable[[argparse.Namespace, Any], Coroutine[Any, Any, int]]
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("temporal", help="agent runs on Temporal (loopstate[temporal])")
+    parser = subparsers.add_parser(
+        "temporal", help="agent and flow runs on Temporal (loopstate[temporal])"
+    )
     which = parser.add_subparsers(dest="temporal_command", required=True, metavar="SUBCOMMAND")
-    worker = _command(which, "worker", _worker, help="serve agents until interrupted")
+    worker = _command(which, "worker", _worker, help="serve agents and flows until interrupted")
     worker.add_argument(
         "--agent", action="append", required=True, metavar="NAME=MODULE:ATTR",
-        help="an Agent to serve under NAME (repeat for several)",
+        help="an Agent or a Flow to serve under NAME (repeat for several)",
     )  # fmt: skip
-    start = _command(which, "start", _start, help="start a run of a served agent")
+    start = _command(which, "start", _start, help="start a run of a served agent or flow")
     start.add_argument("agent")
     start.add_argument("prompt")
     start.add_argument("--run-id")
+    start.add_argument("--flow", action="store_true", help="NAME is a served flow")
+    start.add_argument("--data", help="a flow's data known up front, a JSON object")
     start.add_argument("--local-model", action="store_true", help="model call as local activity")
     start.add_argument("--wait", action="store_true", help="wait for the run to end or pause")
+    reply = _command(which, "reply", _reply, help="the user's next message to a waiting flow")
+    reply.add_argument("run")
+    reply.add_argument("message")
+    reply.add_argument("--actor", default=f"cli:{_user()}")
     pending = _command(which, "pending", _pending, help="calls waiting for a decision (no worker)")
     pending.add_argument("--agent", help="only this served agent's runs")
     pending.add_argument("--json", action="store_true")
@@ -66,7 +75,9 @@ def register(subparsers: Any) -> None:
         "replay", help="replay a recorded history against the current agent (no server)"
     )
     replay.add_argument("history", help="a JSON history (temporal workflow show --output json)")
-    replay.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent now")
+    replay.add_argument(
+        "--agent", required=True, metavar="MODULE:ATTR", help="the Agent or Flow now"
+    )
     replay.set_defaults(func=_replay)
     retry = _command(which, "retry", _retry, help="call the model again for a model_failed run")
     retry.add_argument("run")
@@ -91,12 +102,9 @@ def _replay(args: argparse.Namespace) -> int:
     """`replay`: no server, no connection: the history file against the agent."""
     where = "loopstate temporal replay"
     try:
-        from loopstate.machines.agent import Agent
         from loopstate.temporal.replay import replay_history
 
-        agent = load_agent(args.agent)
-        if not isinstance(agent, Agent):
-            raise DefinitionError(f"{args.agent} is not an Agent: {type(agent).__name__}")
+        agent = load_agent(args.agent)  # an Agent or a Flow
         report = asyncio.run(replay_history(args.history, agent))
     except ImportError as exc:
         print(f"{where}: needs the temporal extra (pip install 'loopstate[temporal]'): {exc}",
@@ -162,7 +170,13 @@ async def _worker(args: argparse.Namespace, runs: Any) -> int:
 
 
 async def _start(args: argparse.Namespace, runs: Any) -> int:
-    run_id = await runs.start(args.agent, args.prompt, run_id=args.run_id)
+    if args.flow:
+        data = _json_object(args.data) if args.data is not None else None
+        run_id = await runs.start_flow(args.agent, args.prompt, data=data, run_id=args.run_id)
+    elif args.data is not None:
+        raise DefinitionError("--data is a flow's: add --flow")
+    else:
+        run_id = await runs.start(args.agent, args.prompt, run_id=args.run_id)
     print(shown(run_id))
     if not args.wait:
         return 0
@@ -218,6 +232,12 @@ async def _decide(args: argparse.Namespace, runs: Any) -> int:
     await runs.decide(args.run, args.call, form, actor=args.actor, wait=not args.signal)
     done = "sent" if args.signal else "accepted"
     print(shown(f"{args.temporal_command} {done} for {args.call} of run {args.run}"))
+    return 0
+
+
+async def _reply(args: argparse.Namespace, runs: Any) -> int:
+    await runs.reply(args.run, args.message, actor=args.actor)
+    print(shown(f"reply accepted for run {args.run}"))
     return 0
 
 

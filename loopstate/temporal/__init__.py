@@ -1,7 +1,9 @@
-"""loopstate on Temporal (the `loopstate[temporal]` extra): an `Agent`'s run as a workflow.
+"""loopstate on Temporal (the `loopstate[temporal]` extra): an `Agent`'s or a `Flow`'s run as
+a workflow, its sub-agents and agent phases as child workflows.
 
-    worker = agent_worker(client, {"docs": agent})    # on each worker host
-    runs = TemporalRuns(client); await runs.start("docs", "...")   # anywhere
+    worker = agent_worker(client, {"docs": agent, "coaching": flow})   # on each worker host
+    runs = TemporalRuns(client); await runs.start("docs", "...")      # anywhere
+    await runs.start_flow("coaching", "..."); await runs.reply(run_id, "...")
 
 See docs/temporal.md. `import loopstate` never imports this package (nor temporalio).
 """
@@ -11,11 +13,15 @@ from loopstate.temporal.client import TemporalRuns, load_state
 from loopstate.temporal.data import (
     SEARCH_ATTRIBUTES,
     AbortRequest,
+    ChildState,
     DecideRequest,
     PendingCall,
+    ReplyRequest,
     RunSettings,
+    StartFlow,
     StartRun,
 )
+from loopstate.temporal.flow_workflow import FlowWorkflow
 from loopstate.temporal.replay import ReplayReport, replay_history
 from loopstate.temporal.worker import DEFAULT_TASK_QUEUE, agent_worker, data_converter
 from loopstate.temporal.workflow import AgentWorkflow
@@ -27,11 +33,15 @@ __all__ = [
     "AgentWorkflow",
     "BlobCodec",
     "BlobStore",
+    "ChildState",
     "DecideRequest",
     "DirectoryBlobs",
+    "FlowWorkflow",
     "PendingCall",
     "ReplayReport",
+    "ReplyRequest",
     "RunSettings",
+    "StartFlow",
     "StartRun",
     "TemporalRuns",
     "agent_worker",

@@ -27,7 +27,7 @@ from loopstate.engine.model import ModelResponse
 from loopstate.engine.models.retry import RetryingModel
 from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import ToolContext
-from loopstate.temporal.catalog import served
+from loopstate.temporal.catalog import effects
 from loopstate.temporal.data import MODEL_ACTIVITY, TOOL_ACTIVITY, ModelCall, ToolCallRun
 
 BODY_STARTED = "body_started"
@@ -38,7 +38,8 @@ BODY_STARTED = "body_started"
 async def complete_model(call: ModelCall) -> ModelResponse:
     """One attempt of a model step with the served agent's model (its `RetryingModel`, if
     any, unwrapped: Temporal retries, the activity does not sleep)."""
-    model = served(call.agent).model
+    model = effects(call.agent).model
+    assert model is not None, f"{call.agent} calls no model"
     if isinstance(model, RetryingModel):
         model = model.model
     try:
@@ -69,18 +70,18 @@ def attempt_failed(exc: ModelError) -> ApplicationError:
 
 @activity.defn(name=TOOL_ACTIVITY)
 async def run_tool(run: ToolCallRun) -> CallRecord:
-    """One approved tool call, through the executor (its timeout, retries, truncation), with
-    the idempotency key `run_id:call_id` in its context."""
-    agent = served(run.agent)
+    """One approved tool call (of an agent, or a flow's phase), through the executor (its
+    timeout, retries, truncation), with the idempotency key `run_id:call_id` in its context."""
+    at = effects(run.agent)
     record = run.record
     context = ToolContext(
         run_id=run.run_id,
         call_id=record.call_id,
         tool=record.tool,
-        deps=agent.options.deps,
-        workspace=agent.options.workspace,
+        deps=at.deps_for(run.data),
+        workspace=at.workspace,
     )
-    tools = {t.name: t for t in agent.tools}
+    tools = at.tools
     executor = Executor(tools)
     tool = tools.get(record.tool)
     mark: tuple[str, ...] = ()

@@ -1,11 +1,13 @@
-"""`TemporalRuns`: start, list, decide, abort and show agent runs on Temporal, as the CLI and
-`Agent` do against a store.
+"""`TemporalRuns`: start, list, decide, abort and show agent and flow runs on Temporal, as the
+CLI, `Agent` and `Flow` do against a store.
 
     runs = await TemporalRuns.connect("localhost:7233")
     run_id = await runs.start("docs", "Fix the typo in docs/index.md")
     for call in await runs.inbox():              # no worker needed
         await runs.decide(call.run_id, call.call_id, Approve())   # rejected at once if stale
     result = await runs.result(run_id)
+    run_id = await runs.start_flow("coaching", "I want to run a 4:25 1500m")
+    await runs.reply(run_id, "43, 40 km a week")   # a flow that waits for the user
 
 Decisions by Update need a live worker (it validates them); `decide(..., wait=False)` sends a
 Signal instead, checked when the run applies it. The inbox reads search attributes and memos.
@@ -33,15 +35,20 @@ from loopstate.engine.errors import DecisionError, LoopstateError, RunNotFound, 
 from loopstate.engine.events import Event
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
+from loopstate.engine.tree import UsageReport
+from loopstate.machines.flows.result import FlowResult
 from loopstate.temporal.data import (
     AGENT_ATTRIBUTE,
+    FLOW_WORKFLOW,
     STATUS_ATTRIBUTE,
     WORKFLOW,
     AbortRequest,
     DecideRequest,
     PendingCall,
+    ReplyRequest,
     RetryRequest,
     RunSettings,
+    StartFlow,
     StartRun,
 )
 from loopstate.temporal.worker import DEFAULT_TASK_QUEUE, data_converter
@@ -91,6 +98,46 @@ class TemporalRuns:
         )
         return run_id
 
+    async def start_flow(
+        self,
+        flow: str,
+        message: str,
+        *,
+        data: dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Start a run of the served flow `flow` with the user's first message (and any data
+        known up front); returns its run id (the workflow id)."""
+        start = StartFlow(flow=flow, message=message, data=data or {}, settings=self.settings)
+        run_id = run_id or f"{flow}-{_short_id()}"
+        await self.client.start_workflow(
+            FLOW_WORKFLOW, start, id=run_id, task_queue=self.task_queue, result_type=FlowResult
+        )
+        return run_id
+
+    async def reply(self, run_id: str, message: str, *, actor: str = "user") -> None:
+        """The user's next message to a flow run that waits for it (an Update: refused at once,
+        `RunNotResumable`, if the run does not wait for the user)."""
+        try:
+            await self._handle(run_id).execute_update(
+                "reply", ReplyRequest(message=message, actor=actor)
+            )
+        except WorkflowUpdateFailedError as exc:
+            raise RunNotResumable(_reason(exc)) from None
+        except RPCError as exc:
+            raise _not_found(run_id, exc) from None
+
+    async def flow_result(self, run_id: str) -> FlowResult:
+        """Wait for a flow run to end and return its result (its phase and data with it)."""
+        handle = self.client.get_workflow_handle(run_id, result_type=FlowResult)
+        result: FlowResult = await handle.result()
+        return result
+
+    async def usage(self, run_id: str) -> UsageReport:
+        """The run's usage: its own, the total with its child runs', and per agent (a Query)."""
+        report: UsageReport = await self._query(run_id, "usage", UsageReport)
+        return report
+
     async def result(self, run_id: str) -> RunResult:
         """Wait for the run to end (following continue-as-new) and return its result."""
         return await self._handle(run_id).result()
@@ -116,6 +163,8 @@ class TemporalRuns:
         return answered
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
+        """The calls waiting for a decision in the run and in its child runs (sub-agents,
+        agent phases), each naming the run it waits in; decide them through this run."""
         pending: list[ApprovalRequest] = await self._query(run_id, "pending", list[ApprovalRequest])
         return pending
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.data import Frozen
 from loopstate.engine.model import ModelRequest
-from loopstate.engine.state import CallRecord, RunState
+from loopstate.engine.state import CallRecord, ParentLink, RunState
 
 WORKFLOW = "loopstate.agent"
 """The workflow type every agent run has (the agent is named in its input)."""
+FLOW_WORKFLOW = "loopstate.flow"
+"""The workflow type every flow run has (the flow is named in its input)."""
 MODEL_ACTIVITY = "loopstate.model"
 TOOL_ACTIVITY = "loopstate.tool"
 
@@ -66,9 +70,44 @@ class StartRun(Frozen):
 
     kind: Literal["start"] = "start"
     agent: str
+    """The served agent's name, or a sub-agent's address (`docs/research`: see `catalog`)."""
     prompt: str = ""
     state: RunState | None = None
     settings: RunSettings = RunSettings()
+    parent: ParentLink | None = None
+    """A child run's parent (a sub-agent's call, a flow's agent phase): its workflow is told
+    how the child stands, and decides the child's calls through it."""
+    children: tuple[RunState, ...] = ()
+    """What the run knew of its child runs, carried across continue-as-new."""
+
+
+class StartFlow(Frozen):
+    """A flow workflow's input: a new run (the user's first `message` and any `data` known up
+    front) or one carried across continue-as-new."""
+
+    kind: Literal["start_flow"] = "start_flow"
+    flow: str
+    message: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    state: RunState | None = None
+    settings: RunSettings = RunSettings()
+    children: tuple[RunState, ...] = ()
+
+
+class ReplyRequest(Frozen):
+    """The user's next message to a flow that waits for it (Update `reply`)."""
+
+    kind: Literal["reply"] = "reply"
+    message: str
+    actor: str = "user"
+
+
+class ChildState(Frozen):
+    """How a child run stands, sent to its parent's workflow (Signal `child`) whenever that
+    changes: its state without its messages, and those of its own children."""
+
+    kind: Literal["child_state"] = "child_state"
+    states: tuple[RunState, ...]
 
 
 class DecideRequest(Frozen):
@@ -97,6 +136,7 @@ class AbortRequest(Frozen):
 class ModelCall(Frozen):
     kind: Literal["model_call"] = "model_call"
     agent: str
+    """The address of the agent, or flow phase, whose model it is (see `catalog`)."""
     request: ModelRequest
 
 
@@ -105,6 +145,8 @@ class ToolCallRun(Frozen):
     agent: str
     run_id: str
     record: CallRecord
+    data: dict[str, Any] | None = None
+    """A flow phase's call: the flow's data, its tools' `ctx.deps.data`."""
 
 
 class PendingCall(ApprovalRequest):

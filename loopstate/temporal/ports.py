@@ -35,6 +35,7 @@ from loopstate.engine.store import (
     summarize,
 )
 from loopstate.engine.tool import Tool, ToolContext
+from loopstate.machines.flows.result import FlowDeps
 from loopstate.temporal.data import (
     MODEL_ACTIVITY,
     TOOL_ACTIVITY,
@@ -55,6 +56,9 @@ class WorkflowStore:
 
     def __init__(self) -> None:
         self.state: RunState | None = None
+        self.children: dict[str, RunState] = {}
+        """The run's child runs (and theirs) as they last told it, without their messages:
+        what the engine's tree reads (pending calls, usage, a child's outcome)."""
 
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         self.state = state
@@ -66,9 +70,11 @@ class WorkflowStore:
         return None
 
     async def load(self, run_id: str) -> RunState:
-        if self.state is None or self.state.run_id != run_id:
-            raise RunNotFound(f"no run {run_id!r} in this workflow")
-        return self.state
+        if self.state is not None and self.state.run_id == run_id:
+            return self.state
+        if run_id in self.children:
+            return self.children[run_id]
+        raise RunNotFound(f"no run {run_id!r} in this workflow")
 
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:
         return await self.load(run_id)
@@ -219,10 +225,11 @@ class ActivityTools:
         tool, s = self.tools[record.tool], self.settings
         limit = tool.timeout if tool.timeout is not None else s.tool_timeout_s
         attempts = s.idempotent_attempts if tool.idempotent else s.unstarted_attempts
+        data = dict(ctx.deps.data) if isinstance(ctx.deps, FlowDeps) else None
         try:
             finished: CallRecord = await workflow.execute_activity(
                 TOOL_ACTIVITY,
-                ToolCallRun(agent=self.agent, run_id=ctx.run_id, record=record),
+                ToolCallRun(agent=self.agent, run_id=ctx.run_id, record=record, data=data),
                 result_type=CallRecord,
                 start_to_close_timeout=timedelta(seconds=limit * (tool.retries + 1) + 30),
                 heartbeat_timeout=timedelta(seconds=s.heartbeat_s),

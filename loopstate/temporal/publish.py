@@ -9,6 +9,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
+from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.state import RunState
 from loopstate.temporal.data import AGENT_ATTRIBUTE, PENDING_ATTRIBUTE, STATUS_ATTRIBUTE
 
@@ -23,8 +24,8 @@ class Publisher:
         self.enabled = search_attributes
         self._shown: tuple[str, tuple[str, ...]] | None = None
 
-    def publish(self, state: RunState) -> None:
-        pending = state.pending
+    def publish(self, state: RunState, pending: list[ApprovalRequest]) -> None:
+        """Show `state`'s status and `pending` (the calls to decide through this run)."""
         shown = (state.status, tuple(p.call_id for p in pending))
         if shown == self._shown:
             return

@@ -1,5 +1,5 @@
-"""Replaying a recorded Temporal history against the current agent: `replay_history`, and
-`loopstate temporal replay HISTORY.json --agent MODULE:ATTR`.
+"""Replaying a recorded Temporal history against the current agent or flow: `replay_history`,
+and `loopstate temporal replay HISTORY.json --agent MODULE:ATTR`.
 
 A history is what `temporal workflow show --output json` writes (one workflow run) or a JSON
 list of them (a run continued as new). On non-determinism the answer says first, in the
@@ -25,8 +25,18 @@ from temporalio.worker import Replayer
 from loopstate.engine.errors import DefinitionError
 from loopstate.machines.agent.agent import Agent
 from loopstate.machines.agent.loop import AgentLoop
-from loopstate.temporal.catalog import serve
-from loopstate.temporal.data import MODEL_ACTIVITY, TOOL_ACTIVITY, ModelCall, StartRun, ToolCallRun
+from loopstate.machines.flows.flow import Flow
+from loopstate.temporal.catalog import resolve, serve
+from loopstate.temporal.data import (
+    FLOW_WORKFLOW,
+    MODEL_ACTIVITY,
+    TOOL_ACTIVITY,
+    ModelCall,
+    StartFlow,
+    StartRun,
+    ToolCallRun,
+)
+from loopstate.temporal.flow_workflow import FlowWorkflow
 from loopstate.temporal.worker import data_converter, sandbox_runner
 from loopstate.temporal.workflow import AgentWorkflow
 
@@ -67,14 +77,15 @@ def load_histories(path: str | Path) -> list[WorkflowHistory]:
     return [WorkflowHistory.from_json(Path(path).stem, h) for h in items]
 
 
-async def replay_history(path: str | Path, agent: Agent) -> ReplayReport:
-    """Replay the history (or histories) at `path` against `agent`, served under the name the
-    run was started with."""
+async def replay_history(path: str | Path, agent: Agent | Flow) -> ReplayReport:
+    """Replay the history (or histories) at `path` against `agent` (an agent or a flow),
+    served under the name the run was started with; a child run's history (a sub-agent's, an
+    agent phase's) against the top agent or flow it was started under."""
     histories = load_histories(path)
     recorded = read_recorded(histories)
-    serve({recorded.agent: agent})
+    serve({recorded.agent.split("/")[0]: agent})
     replayer = Replayer(
-        workflows=[AgentWorkflow],
+        workflows=[AgentWorkflow, FlowWorkflow],
         data_converter=data_converter(),
         workflow_runner=sandbox_runner(),
         runtime=Runtime(telemetry=TelemetryConfig(logging=None)),  # the report says it all
@@ -82,7 +93,8 @@ async def replay_history(path: str | Path, agent: Agent) -> ReplayReport:
     for history in histories:
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         if result.replay_failure is not None:
-            changes = changed(recorded, agent)
+            now = resolve(recorded.agent)
+            changes = changed(recorded, now) if isinstance(now, Agent) else _flow_changed(recorded)
             said = _temporal_message(result.replay_failure)
             return ReplayReport(len(histories), False, f"{changes} Temporal says: {said}")
     return ReplayReport(len(histories), True)
@@ -105,8 +117,10 @@ def read_recorded(histories: list[WorkflowHistory]) -> Recorded:
     for history in histories:
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-                start = _decode(converter, event, StartRun)
-                agent = agent or start.agent
+                attributes = event.workflow_execution_started_event_attributes
+                flow = attributes.workflow_type.name == FLOW_WORKFLOW
+                start = _decode(converter, event, StartFlow if flow else StartRun)
+                agent = agent or (start.flow if flow else start.agent)
                 if start.state is not None:
                     version = start.state.machine_version
             scheduled = _scheduled(event)
@@ -120,6 +134,13 @@ def read_recorded(histories: list[WorkflowHistory]) -> Recorded:
     if not agent:
         raise DefinitionError("the history has no workflow start: is it a loopstate run's?")
     return Recorded(agent, tools, frozenset(gated), frozenset(ungated), version)
+
+
+def _flow_changed(recorded: Recorded) -> str:
+    return (
+        f"flow {recorded.agent!r} does not replay its recorded run: its phases, gates or "
+        "models, or the workflow code, changed since it ran."
+    )
 
 
 def changed(recorded: Recorded, agent: Agent) -> str:

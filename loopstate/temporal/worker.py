@@ -1,5 +1,5 @@
-"""A Temporal worker that serves agents: the workflow, its two activities, and the sandbox
-settings the machine needs (python-statemachine does not import inside the sandbox, and
+"""A Temporal worker that serves agents and flows: the workflows, their two activities, and the
+sandbox settings the machine needs (python-statemachine does not import inside the sandbox, and
 loopstate must be the same module inside and out: see `catalog`)."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from loopstate.machines.agent.agent import Agent
+from loopstate.machines.flows.flow import Flow
 from loopstate.temporal.activities import complete_model, run_tool
 from loopstate.temporal.blobs import DEFAULT_THRESHOLD, BlobCodec, DirectoryBlobs
 from loopstate.temporal.catalog import serve
+from loopstate.temporal.flow_workflow import FlowWorkflow
 from loopstate.temporal.workflow import AgentWorkflow
 
 DEFAULT_TASK_QUEUE = "loopstate"
@@ -43,18 +45,19 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
 
 def agent_worker(
     client: Client,
-    agents: Mapping[str, Agent],
+    agents: Mapping[str, Agent | Flow],
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
     **options: Any,
 ) -> Worker:
-    """A worker for `agents` (by the name runs are started with) on `task_queue`. Run it with
+    """A worker for `agents` (agents and flows, by the name runs are started with; their
+    sub-agents and agent phases run as child workflows) on `task_queue`. Run it with
     `await worker.run()` or `async with worker:`; `options` go to `temporalio.worker.Worker`."""
     serve(agents)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentWorkflow],
+        workflows=[AgentWorkflow, FlowWorkflow],
         activities=[complete_model, run_tool],
         workflow_runner=sandbox_runner(),
         **options,

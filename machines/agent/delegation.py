@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -96,6 +96,15 @@ class ChildScope:
     """The parent run's budget: the child keeps it, counted over the whole tree."""
 
 
+class ChildRunner(Protocol):
+    """Starts or continues a child run and reports how it stands: `run_child` in this
+    process; a Temporal workflow runs it as a child workflow (`loopstate.temporal`)."""
+
+    async def __call__(
+        self, agent: Agent, prompt: str, *, run_id: str, parent: ParentLink, scope: ChildScope
+    ) -> ChildOutcome: ...
+
+
 def child_run_id(parent_run_id: str, call_id: str) -> str:
     """The child run of `call_id` in `parent_run_id`: deterministic and URL-safe."""
     digest = hashlib.sha256(f"{parent_run_id}\0{call_id}".encode()).hexdigest()
@@ -107,7 +116,7 @@ async def run_child(
 ) -> ChildOutcome:
     """Start the child run `run_id` of `agent`, or resume it if the store has it (an ended
     child is only read), and report how it stands."""
-    child = _under(agent, scope)
+    child = under_parent(agent, scope)
     try:
         state = await scope.store.load(run_id)
     except RunNotFound:
@@ -115,10 +124,11 @@ async def run_child(
     else:
         ended = state.status in ("done", "failed", "aborted")
         result = RunResult.of(state) if ended else await child.resume_child(run_id)
-    return await _outcome(scope.store, result)
+    return await child_outcome(scope.store, result)
 
 
-async def _outcome(store: Store, result: RunResult) -> ChildOutcome:
+async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:
+    """How the child run that `result` describes stands for its parent's call."""
     run_id = result.run_id
     match result.status:
         case "done":
@@ -135,7 +145,7 @@ async def _outcome(store: Store, result: RunResult) -> ChildOutcome:
             return ChildOutcome(kind="failed", run_id=run_id, output=f"{result.status}: {why}")
 
 
-def _under(agent: Agent, scope: ChildScope) -> Agent:
+def under_parent(agent: Agent, scope: ChildScope) -> Agent:
     """`agent` as a child of `scope`: same store, the top-level approver, stricter gates."""
     tools = [_stricter(t, scope.gates) for t in agent.tools]
     hooks = agent.options.hooks
@@ -221,7 +231,8 @@ class Delegations:
         assert record.child_run_id is not None, "the loop names a child run before it starts"
         arguments = record.executed_arguments or {}
         parent = ParentLink(run_id=loop.state.run_id, call_id=record.call_id, name=tool.name)
-        outcome = await run_child(
+        run = loop.config.child_runner or run_child
+        outcome = await run(
             agent,
             str(arguments.get("task", "")),
             run_id=record.child_run_id,

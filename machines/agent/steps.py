@@ -40,7 +40,7 @@ from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent.conversation import queued_message
 from loopstate.machines.agent.decisions import Decided, Decisions, Refusal
-from loopstate.machines.agent.delegation import Delegations
+from loopstate.machines.agent.delegation import ChildRunner, Delegations
 from loopstate.machines.agent.limits import LoopLimits, stop_reason
 from loopstate.machines.agent.loop import LOOP_STOPPED, AgentEvents, AgentLoop, agent_loop
 from loopstate.machines.agent.model_call import ModelCall
@@ -74,7 +74,7 @@ class LoopConfig:
     machine: Callable[[str], AgentEvents] = agent_loop
     """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
     tool_runner: ToolRunner | None = None
-    """Where approved calls run (default: `Executor.run`, in this process)."""
+    child_runner: ChildRunner | None = None  # default `run_child`; Temporal: child workflows
 
 
 class LoopSteps(OnCore):
@@ -360,8 +360,8 @@ class LoopSteps(OnCore):
             await hooks.before_tool(record)
         started = time.perf_counter()
         run = self.config.tool_runner or self.executor.run
-        if self.config.tool_runner is None and self.delegations.tool(record.tool) is not None:
-            run = self.delegations.run  # a sub-agent: its child run, in this process
+        if self.delegations.tool(record.tool) is not None:
+            run = self.delegations.run  # a sub-agent: its child run (`child_runner`)
             if record.child_run_id is None:  # its id is saved before the child starts
                 record = self.delegations.named(record)
                 self.state = self.state.replace_call(record)

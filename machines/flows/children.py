@@ -18,7 +18,7 @@ from loopstate.engine.core import RunCore
 from loopstate.engine.hooks import child_observer
 from loopstate.engine.options import RunOptions
 from loopstate.engine.state import ParentLink
-from loopstate.machines.agent.delegation import ChildScope, run_child
+from loopstate.machines.agent.delegation import ChildRunner, ChildScope, run_child
 from loopstate.machines.flows.phase import BoundPhase, last_error
 
 
@@ -40,9 +40,11 @@ def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
     return f"{prefix}{sum(c.startswith(prefix) for c in children) + 1}"
 
 
-async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions) -> PhaseOutcome:
+async def run_phase_agent(
+    core: RunCore, bound: BoundPhase, options: RunOptions, runner: ChildRunner | None = None
+) -> PhaseOutcome:
     """Start or continue `bound`'s child run, named (`FlowPosition.child`) and saved by the
-    flow before it starts."""
+    flow before it starts, through `runner` (default: `run_child`, in this process)."""
     assert bound.agent is not None
     assert core.state.flow is not None
     flow = core.state.flow
@@ -57,7 +59,8 @@ async def run_phase_agent(core: RunCore, bound: BoundPhase, options: RunOptions)
     )
     parent = ParentLink(run_id=core.state.run_id, phase=bound.name, name=bound.name)
     task = bound.task(flow.data)
-    outcome = await run_child(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
+    run = runner or run_child
+    outcome = await run(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
     if outcome.kind == "suspended":
         return PhaseOutcome("suspended")
     if outcome.kind in ("failed", "aborted"):

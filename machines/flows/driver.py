@@ -27,8 +27,9 @@ from loopstate.engine.messages import SystemMessage, UserMessage
 from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import outside_text
 from loopstate.engine.state import FlowPosition
+from loopstate.machines.agent.delegation import ChildRunner
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
-from loopstate.machines.agent.steps import LoopConfig, LoopSteps
+from loopstate.machines.agent.steps import LoopConfig, LoopSteps, ToolRunner
 from loopstate.machines.flows.children import phase_run_id, run_phase_agent
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
@@ -55,6 +56,10 @@ class FlowConfig:
     """The flow's data model (`Flow(data=...)`): the data fits it before any gate runs."""
     max_steps: int | None = None
     """The model calls the whole run may make, over all its phases (`Flow(max_steps=)`)."""
+    tool_runners: Callable[[str], ToolRunner] | None = None
+    """Where a phase's approved calls run, by phase (default: in this process)."""
+    child_runner: ChildRunner | None = None
+    """How agent phases and sub-agents run their child runs (default: `run_child`)."""
 
 
 class FlowSteps(OnCore):
@@ -137,7 +142,8 @@ class FlowSteps(OnCore):
             child = phase_run_id(self.state.run_id, bound.name, flow.children)
             self._move(child=child, children=(*flow.children, child))
             await self.core.save()
-        outcome = await run_phase_agent(self.core, bound, self.config.options)
+        config = self.config
+        outcome = await run_phase_agent(self.core, bound, config.options, config.child_runner)
         if outcome.kind == "suspended":
             self._move(state="awaiting_approval")
             await self.core.save()
@@ -285,4 +291,6 @@ class FlowSteps(OnCore):
             tool_choice=bound.tool_choice,
             view=phase_view,
             deps=FlowDeps(data=dict(self.flow.data), user=options.deps),
+            tool_runner=self.config.tool_runners(bound.name) if self.config.tool_runners else None,
+            child_runner=self.config.child_runner,
         )

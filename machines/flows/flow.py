@@ -194,22 +194,26 @@ class Flow:
     async def _run(
         self, message: str, data: FlowData | None, run_id: str | None, feed: Hooks | None
     ) -> FlowResult:
+        state = self.opening(message, data=data, run_id=run_id or self.ids(), now=self.clock())
+        core = await self._protocol.start(state, model=self.model_names(), feed=feed)
+        return await self._result(core)
+
+    def opening(self, message: str, *, data: FlowData | None, run_id: str, now: float) -> RunState:
+        """A new run's opening state (a Temporal workflow opens its run with it too)."""
         first = self.phases[self.initial].spec
         start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
         if self.data is not None and (why := misfit(self.data, start)) is not None:
             raise OutsideError("data", f"does not fit {self.data.__name__}: {why}")
-        state = opening_state(
-            run_id=run_id or self.ids(),
+        return opening_state(
+            run_id=run_id,
             machine=self.name,
             machine_version=getattr(self.machine, "machine_version", 1),
             messages=(UserMessage(content=outside_text(message)),),
             flow=FlowPosition(
                 phase=self.initial, data=first.on_enter(start) if first.on_enter else start
             ),
-            now=self.clock(),
+            now=now,
         )
-        core = await self._protocol.start(state, model=self._model_names(), feed=feed)
-        return await self._result(core)
 
     async def resume(
         self,
@@ -292,7 +296,8 @@ class Flow:
             result = result.model_copy(update={"pending": tuple(pending)})
         return result
 
-    def _model_names(self) -> str:
+    def model_names(self) -> str:
+        """The phases' model names, as `run_started` reports them."""
         names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)
         return ",".join(names)
 
