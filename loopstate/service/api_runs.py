@@ -19,6 +19,7 @@ from loopstate.engine.pause import pause_run
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, decision_of
+from loopstate.service.explain import explain, with_errors
 from loopstate.service.inputs import Body as _Body
 from loopstate.service.inputs import JsonArguments, check_id, check_query
 from loopstate.service.paging import approvals_page, check_limit, runs_page
@@ -92,7 +93,8 @@ def routes(service: Service) -> APIRouter:
     ) -> dict[str, Any]:
         await guard.identity(request, "read", None)
         status = check_query(status, "status") or None
-        return await runs_page(service.store, status, check_limit(limit), cursor)
+        page = await runs_page(service.store, status, check_limit(limit), cursor)
+        return {**page, "items": await with_errors(service.store, page["items"])}
 
     @router.post("/agents/{name}/runs", status_code=202)
     async def start_run(
@@ -116,7 +118,10 @@ def routes(service: Service) -> APIRouter:
     @router.get("/runs/{run_id}")
     async def show_run(request: Request, run_id: str) -> dict[str, Any]:
         await guard.identity(request, "read", run_id)
-        return run_view(await load(service, run_id))
+        state = await load(service, run_id)
+        view = run_view(state)
+        view["pending"] = await explain(service.runner, [(state, p) for p in view["pending"]])
+        return view
 
     @router.get("/approvals")
     async def approvals(
@@ -128,7 +133,10 @@ def routes(service: Service) -> APIRouter:
     ) -> dict[str, Any]:
         await guard.identity(request, "read", run_id)
         run_id, tool = check_query(run_id, "run_id"), check_query(tool, "tool")
-        return await approvals_page(service.store, run_id, tool, check_limit(limit), cursor)
+        page = await approvals_page(service.store, run_id, tool, check_limit(limit), cursor)
+        states = page.pop("states")
+        page["items"] = await explain(service.runner, list(zip(states, page["items"], strict=True)))
+        return page
 
     @router.post("/runs/{run_id}/calls/{call_id}/decision")
     async def decide(

@@ -103,6 +103,7 @@ class _Found:
             position = (runs[-1].created_at, runs[-1].run_id)
 
     def page(self, limit: int) -> Page:
+        """The page, with each item's run (for `explain`) under the key `states`."""
         shown = self.items[:limit]
         following = None
         if len(self.items) > limit:
@@ -110,7 +111,7 @@ class _Found:
             following = _encode(["approvals", state.created_at, state.run_id, item["call_id"]])
         damaged = [{"run_id": r, "problem": p} for r, p in self.damaged.items()]
         return {"items": [item for _, item in shown], "next_cursor": following,
-                "damaged": damaged}  # fmt: skip
+                "damaged": damaged, "states": [state for state, _ in shown]}  # fmt: skip
 
     async def loaded(self, store: Store, run_id: str) -> RunState | None:
         """The run, or None if it is gone or damaged (then named in `damaged`)."""

@@ -96,6 +96,11 @@ class Runner:
         agent = self._agent_of(run_id)
         await self._launch(run_id, agent.resume(run_id, message=text, actor=actor))
 
+    async def retry(self, run_id: str, actor: str) -> None:
+        """Call the model again for a run resting in `model_failed`, in the background."""
+        agent = self._agent_of(run_id)
+        await self._launch(run_id, agent.resume(run_id, actor=actor))
+
     async def _launch(self, run_id: str, work: Coroutine[Any, Any, Any]) -> None:
         """Drive `work` in the background; return when the run started (its `on_run_start`),
         raising what stopped it before that."""
@@ -118,6 +123,15 @@ class Runner:
         """Resume a claimed run with the agent that started it (`Worker` calls this); once
         `drain` is set it stops after its current step."""
         return await self._agent_of(run_id).resume(run_id, owner=owner, drain=drain)
+
+    def agent_of(self, run_id: str) -> tuple[str, Agent | Flow] | None:
+        """The name and agent that drive run `run_id` here, or None."""
+        name = run_id.partition(".")[0]
+        if name in self.agents:
+            return name, self.agents[name]
+        if len(self.agents) == 1:
+            return next(iter(self.agents.items()))
+        return None
 
     def _agent_of(self, run_id: str) -> Agent | Flow:
         name = run_id.partition(".")[0]

@@ -65,6 +65,7 @@ def call_view(call: CallRecord) -> dict[str, Any]:
         "reason": call.reason,
         "decision": None if call.decision is None else call.decision.kind,
         "decided_by": call.decided_by,
+        "decision_reason": getattr(call.decision, "reason", None),
         "decided_at": call.decided_at,
         "result": call.result,
     }
