@@ -22,7 +22,7 @@ from loopstate.service import (
     api_streams,
     pages,
 )
-from loopstate.service.auth import Action, Authorize
+from loopstate.service.auth import Action, Authorize, Identity
 from loopstate.service.door import Door
 from loopstate.service.problems import (
     Problem,
@@ -36,6 +36,7 @@ from loopstate.service.service import Service, StreamPolicy
 __all__ = [
     "Action",
     "Authorize",
+    "Identity",
     "Problem",
     "Service",
     "StreamPolicy",

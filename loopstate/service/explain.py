@@ -50,13 +50,30 @@ async def explain(
     return await asyncio.to_thread(work)
 
 
+_STATUS_WORDS = {429: "is rate-limiting this key", 529: "is overloaded", 401: "refused the key",
+                 403: "refused the request", 400: "refused the request as invalid"}  # fmt: skip
+
+
+def failure_text(state: RunState) -> str | None:
+    """Why the run failed, in plain words (the error itself stays in `error`)."""
+    failure = state.failure
+    if failure is None or failure.status is None:
+        return state.error
+    words = _STATUS_WORDS.get(failure.status)
+    if words is None:
+        words = "is unavailable" if failure.status >= 500 else "refused the call"
+    said = f": {failure.provider_message}" if failure.provider_message else ""
+    return f"the model's provider {words} (HTTP {failure.status}){said}"
+
+
 async def with_errors(store: Store, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Listed runs, a failed one with its `error` in plain words (what the inbox's failed
-    tab shows beside it)."""
+    """Listed runs, a failed one with its `error` and `failure_text` (what the inbox's
+    failed tab shows beside it)."""
     shown = []
     for item in items:
         if item.get("status") == "failed":
             with contextlib.suppress(LoopstateError):  # gone or damaged since: as listed
-                item = {**item, "error": (await store.load(item["run_id"])).error}
+                state = await store.load(item["run_id"])
+                item = {**item, "error": state.error, "failure_text": failure_text(state)}
         shown.append(item)
     return shown

@@ -84,10 +84,11 @@ class Runner:
         self.worker = Worker(self, concurrency=concurrency, poll_s=1.0)
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def start(self, name: str, prompt: str) -> str:
-        """Start a run of agent `name` in the background; return once it is stored."""
+    async def start(self, name: str, prompt: str, tenant: str | None = None) -> str:
+        """Start a run of agent `name` (for `tenant`) in the background; return once it is
+        stored."""
         run_id = f"{name}.{uuid.uuid4().hex}"
-        await self._launch(run_id, self.agents[name].run(prompt, run_id=run_id))
+        await self._launch(run_id, self.agents[name].run(prompt, run_id=run_id, tenant=tenant))
         return run_id
 
     async def converse(self, run_id: str, text: str, actor: str) -> None:

@@ -141,10 +141,16 @@ class Flow:
         return Flow(options.pop("machine"), options.pop("phases"), **options)
 
     async def run(
-        self, message: str, *, data: FlowData | None = None, run_id: str | None = None
+        self,
+        message: str,
+        *,
+        data: FlowData | None = None,
+        run_id: str | None = None,
+        tenant: str | None = None,
     ) -> FlowResult:
-        """Start a run with the user's first message (and any data known up front)."""
-        return await self._run(message, data, run_id, None)
+        """Start a run with the user's first message (and any data known up front); `tenant`
+        as for `Agent.run`."""
+        return await self._run(message, data, run_id, None, tenant=tenant)
 
     def stream(
         self, message: str, *, data: FlowData | None = None, run_id: str | None = None
@@ -192,7 +198,13 @@ class Flow:
         return blocking(coroutine, instead="flow.resume(...)", run_id=run_id)
 
     async def _run(
-        self, message: str, data: FlowData | None, run_id: str | None, feed: Hooks | None
+        self,
+        message: str,
+        data: FlowData | None,
+        run_id: str | None,
+        feed: Hooks | None,
+        *,
+        tenant: str | None = None,
     ) -> FlowResult:
         first = self.phases[self.initial].spec
         start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
@@ -207,6 +219,7 @@ class Flow:
                 phase=self.initial, data=first.on_enter(start) if first.on_enter else start
             ),
             now=self.clock(),
+            tenant=tenant,
         )
         core = await self._protocol.start(state, model=self._model_names(), feed=feed)
         return await self._result(core)

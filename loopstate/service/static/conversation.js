@@ -10,7 +10,8 @@ const conversation = (() => {
   }
 
   function brief(value) {
-    const text = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value);
+    // a string as its words on one line (the whole value is under "arguments"), never escaped
+    const text = typeof value === "string" ? `"${value.replace(/\s+/g, " ").trim()}"` : JSON.stringify(value);
     return text.length > SHORT ? `${text.slice(0, SHORT)}…` : text;
   }
 

@@ -13,6 +13,7 @@ function showTab(name) {
   }
 }
 for (const tab of document.querySelectorAll("[role=tab]")) tab.addEventListener("click", () => showTab(tab.dataset.tab));
+document.getElementById("mine").addEventListener("change", () => refresh());
 
 async function retry(run, row) {
   const result = await ls.api("POST", `/api/runs/${encodeURIComponent(run.run_id)}/retry`, {}, crypto.randomUUID());
@@ -30,7 +31,8 @@ function runRow(run) {
   const row = ls.el("div", { class: "card run-row", "data-run": run.run_id },
     ls.el("h3", {}, ls.el("a", { href: `/ui/runs/${encodeURIComponent(run.run_id)}`, text: run.run_id })),
     ls.el("div", { class: "meta", text: `${run.state} · ${run.steps} model calls · updated ${ls.age(run.updated_at)}` }));
-  if (run.error || run.stop_reason) row.append(ls.el("p", { class: "reason", text: run.error || run.stop_reason }));
+  const why = run.failure_text || run.error || run.stop_reason;
+  if (why) row.append(ls.el("p", { class: "reason", text: why }));
   if (run.state === "model_failed") {
     row.append(ls.el("div", { class: "actions" },
       ls.el("button", { type: "button", class: "retry", text: "Retry the model call", onclick: () => retry(run, row) }),
@@ -50,7 +52,8 @@ async function listRuns(status, holder, empty) {
 }
 
 async function listApprovals() {
-  const result = await ls.api("GET", `/api/approvals?limit=${LIMIT}`);
+  const mine = document.getElementById("mine").checked ? "&assignee=mine" : "";
+  const result = await ls.api("GET", `/api/approvals?limit=${LIMIT}${mine}`);
   if (!result.ok) { live.textContent = result.data.detail || "cannot load"; return; }
   const items = result.data.items;
   count("waiting", items.length, result.data.next_cursor);

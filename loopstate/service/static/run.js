@@ -4,6 +4,7 @@ const base = `/api/runs/${encodeURIComponent(runId)}`;
 const $ = (id) => document.getElementById(id);
 let lastSeq = 0;
 let drawn = 0;
+let loaded = false; // a run this identity cannot see is never followed
 
 mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral",
   themeVariables: { fontSize: "16px" }, state: { useMaxWidth: true } });
@@ -34,6 +35,7 @@ async function reload() {
 async function load() {
   const result = await ls.api("GET", base);
   if (!result.ok) { $("live").textContent = result.data.detail || "cannot load"; return; }
+  loaded = true;
   const run = result.data;
   $("title").textContent = `Run ${run.run_id}`;
   $("status").textContent = run.status;
@@ -62,7 +64,7 @@ function showFailure(run) {
   const failed = run.status === "failed" || run.status === "aborted";
   $("failure").hidden = !failed;
   if (!failed) return;
-  const why = run.error || run.stop_reason || "no reason was recorded";
+  const why = run.failure_text || run.error || run.stop_reason || "no reason was recorded";
   $("failure-text").textContent = run.state === "model_failed"
     ? `The model call failed and its retries are spent: ${why}. Retry calls the model again for the same step.`
     : `The run ${run.status === "aborted" ? "was aborted" : "failed"}: ${why}`;
@@ -105,4 +107,4 @@ function follow() {
   source.addEventListener("error", () => { $("live").textContent = "reconnecting…"; });
 }
 
-reload().then(follow);
+reload().then(() => { if (loaded) follow(); });
