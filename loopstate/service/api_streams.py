@@ -165,6 +165,7 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         to_dot,
         to_mermaid,
     )  # fmt: skip
+    from loopstate.engine.diagram.fold import folded
     from loopstate.machines import machine_class
 
     try:
@@ -173,6 +174,7 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         raise Problem(404, f"no diagram: {exc}") from None
     fork = state.forked_from
     overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
+    graph = folded(graph, overlay)  # abort/fail from every state: drawn once
     if fmt == "mermaid":
         return to_mermaid(graph, overlay)
     try:
