@@ -42,7 +42,13 @@ async def authorize(request: Request, action: Action, run_id: str | None) -> Ide
 
 
 def main(port: int, db: str, workspace: str, model_base: str) -> None:
-    import litellm  # noqa: F401  (its import takes seconds: before serving, not in a request)
+    import threading
+
+    from loopstate.engine.models.litellm import _import_litellm
+
+    # litellm's import takes seconds (a minute on a loaded machine): begun at once, beside
+    # serving, so that the flaky agent's first run seldom waits for it
+    threading.Thread(target=_import_litellm, daemon=True).start()
 
     store = SQLiteStore(db)
     script = ScriptedModel(

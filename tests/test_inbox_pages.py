@@ -133,8 +133,14 @@ def test_a_model_failed_run_is_in_the_failed_tab_and_retried_from_it(
 ) -> None:
     page = browser_page
     with server.client() as client:
-        run_id = client.post("/api/agents/flaky/runs", json={"prompt": "hello"}).json()["run_id"]
-        wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["state"] == "model_failed")
+        started = client.post("/api/agents/flaky/runs", json={"prompt": "hello"}, timeout=180)
+        run_id = started.json()["run_id"]  # (its first run may wait for litellm's import)
+
+        def failed() -> bool:
+            """the run rests in model_failed"""
+            return bool(client.get(f"/api/runs/{run_id}").json()["state"] == "model_failed")
+
+        wait_for(failed, within=120)
         page.goto(f"{server.url}/ui/?token={TOKEN}")
         page.get_by_role("tab", name="Failed").click()
         row = page.locator(f"#failed .run-row[data-run='{run_id}']")
@@ -233,3 +239,19 @@ def test_a_call_is_approved_with_the_keyboard_alone(server: Server, browser_page
         [queued] = cy.get(f"/api/runs/{run_id}").json()["queued"]
         assert (queued["decision"], queued["actor"]) == ("approve", "cy")
         expect(charge).to_have_count(0)
+
+
+def test_the_small_things_lead_a_browser_to_the_inbox(server: Server, browser_page: Any) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as anonymous:
+        home = anonymous.get("/")
+        assert (home.status_code, home.headers["location"]) == (307, "/ui/")
+        icon = anonymous.get("/ui/static/favicon.svg")
+        assert icon.headers["content-type"] == "image/svg+xml"
+        assert anonymous.get("/favicon.ico", follow_redirects=True).content == icon.content
+    page = browser_page
+    response = page.goto(f"{server.url}/")  # no token yet: a page that says how to log in
+    assert response.status == 401
+    assert page.url == f"{server.url}/ui/"
+    expect(page.locator("#login")).to_contain_text("?token=")
+    page.goto(f"{server.url}/ui/?token={TOKEN}")
+    expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
