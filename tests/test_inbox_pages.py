@@ -255,3 +255,19 @@ def test_the_small_things_lead_a_browser_to_the_inbox(server: Server, browser_pa
     expect(page.locator("#login")).to_contain_text("?token=")
     page.goto(f"{server.url}/ui/?token={TOKEN}")
     expect(page.get_by_role("heading", name="Inbox")).to_be_visible()
+
+
+def test_a_viewer_sees_the_calls_without_controls_to_decide(
+    server: Server, browser_page: Any
+) -> None:
+    with server.client(**{"X-User": "ann"}) as ann, server.client(**{"X-User": "vic"}) as vic:
+        run_id = start(ann, "agent", "pay, viewed", 2)
+        assert vic.get("/api/me").json() == {
+            "name": "vic", "tenant": "red", "roles": ["viewer"], "may_act": False
+        }  # fmt: skip
+    page = browser_page
+    page.context.add_cookies([{"name": "user", "value": "vic", "url": server.url}])
+    page.goto(f"{server.url}/ui/runs/{run_id}?token={TOKEN}")
+    charge = page.locator("#pending article", has=page.locator("h3:text-is('charge')"))
+    expect(charge.locator(".viewer")).to_have_text("vic may view this call, not decide it")
+    expect(charge.get_by_role("button", name="Approve")).to_be_disabled()

@@ -1,8 +1,11 @@
 """`POST /api/runs/{run_id}/retry`: call the model again for a run resting in `model_failed`
 (its model call failed and its retries are spent), as `Agent.resume` does locally and
-`loopstate temporal retry` does on Temporal. Any other run: 409, saying what it is."""
+`loopstate temporal retry` does on Temporal. Any other run: 409, saying what it is.
+`GET /api/me`: who the asker is (name, tenant, roles, whether it may act), for the pages."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
@@ -23,6 +26,11 @@ class RetryBody(Body):
 
 def routes(service: Service) -> APIRouter:
     router = APIRouter(prefix="/api")
+
+    @router.get("/me")
+    async def me(request: Request) -> dict[str, Any]:
+        who = await service.guard.who(request, "read", None)
+        return {**who.model_dump(mode="json"), "may_act": who.may_act}
 
     @router.post("/runs/{run_id}/retry", status_code=202)
     async def retry(

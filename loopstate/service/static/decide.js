@@ -153,7 +153,18 @@ const decideForm = (() => {
     return node;
   }
 
-  function card(item, done) { return item.external ? answerCard(item, done) : decisionCard(item, done); }
+  // Whoever may only view (role viewer) sees each call, and no control that would be refused.
+  const me = ls.api("GET", "/api/me").then((r) => (r.ok ? r.data : { may_act: true }));
+
+  function card(item, done) {
+    const node = item.external ? answerCard(item, done) : decisionCard(item, done);
+    me.then((who) => {
+      if (who.may_act) return;
+      for (const control of node.querySelectorAll("button, input, textarea")) control.disabled = true;
+      node.querySelector(".errors").before(ls.el("p", { class: "meta viewer", text: `${who.name} may view this call, not decide it` }));
+    });
+    return node;
+  }
 
   // Show `items` in `holder`: a card stays as it is while its call waits (what is typed, its
   // errors, its focus: nodes that stay are never detached); only new calls get a card.
