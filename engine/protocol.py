@@ -88,8 +88,10 @@ def opening_state(
     now: float,
     parent: ParentLink | None = None,
     flow: FlowPosition | None = None,
+    tenant: str | None = None,
 ) -> RunState:
-    """A new run's state, before its first step: the one place a run is opened."""
+    """A new run's state, before its first step: the one place a run is opened. `tenant`:
+    kept in its `metadata` (the HTTP service shows the run to that tenant only)."""
     return RunState(
         run_id=run_id,
         machine=machine,
@@ -99,6 +101,7 @@ def opening_state(
         created_at=now,
         updated_at=now,
         parent=parent,
+        metadata={} if tenant is None else {"tenant": tenant},
     )
 
 

@@ -54,7 +54,7 @@ def start_run(client: httpx.Client) -> str:
 
 
 def card(page: Any, run_id: str, tool: str) -> Any:
-    return page.locator(f"article[data-run='{run_id}']", has=page.locator(f"h2:text-is('{tool}')"))
+    return page.locator(f"article[data-run='{run_id}']", has=page.locator(f"h3:text-is('{tool}')"))
 
 
 def test_a_person_decides_in_the_inbox_and_watches_the_run_live(
@@ -68,7 +68,7 @@ def test_a_person_decides_in_the_inbox_and_watches_the_run_live(
         page.wait_for_selector("article", state="attached")
         assert page.locator("article").count() == 4
         email = card(page, first, "send_email")
-        assert "<script>alert(1)</script>" in email.locator("pre.arguments").inner_text()
+        assert "<script>alert(1)</script>" in email.locator(".arguments").inner_text()
 
         card(page, first, "charge").get_by_role("button", name="Approve").click()
         email.get_by_placeholder("reason").fill("not to ops")

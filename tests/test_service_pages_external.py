@@ -65,7 +65,7 @@ def test_a_person_answers_external_calls_in_the_inbox(browser_page: Any, server:
         page.goto(f"{server.url}/ui/?token={TOKEN}")
         expect(page.locator("article.external")).to_have_count(2)
         ask = card(page, run_id, "ask_person")
-        assert "<img src=x onerror=alert(1)>" in ask.locator("pre.arguments").inner_text()
+        assert "<img src=x onerror=alert(1)>" in ask.locator(".arguments").inner_text()
         assert ask.get_by_role("button", name="Approve").count() == 0  # it takes an answer
 
         pick = card(page, run_id, "pick_in_browser")

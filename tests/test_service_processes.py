@@ -110,12 +110,16 @@ def test_the_demo_serves_its_waiting_write_in_the_inbox(tmp_path: Path) -> None:
             [item] = wait_for(waiting, within=30)
             assert item["tool"] == "write"
             assert item["arguments"]["path"] == "notes.md"
+            assert "-The agent loop is drivn by" in item["diff"]  # what approving will do
+            assert item["agent"] == "demo"
+            assert item["description"].startswith("Create or")
             path = f"/api/runs/{item['run_id']}/calls/{item['call_id']}/decision"
             body = {"decision": "approve", "digest": item["digest"]}
             assert c.post(path, json=body, headers={"Idempotency-Key": "d"}).is_success
             wait_for(lambda: c.get(f"/api/runs/{item['run_id']}").json()["status"] == "done")
         notes = tmp_path / ".loopstate" / "demo-workspace" / "notes.md"
         assert "driven by" in notes.read_text()
+        assert not (tmp_path / ".loopstate" / "runs.db").exists()  # its own temporary store
     finally:
         process.terminate()
         process.wait(15)

@@ -7,6 +7,7 @@ import os
 import secrets
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loopstate.cli.stores import add_db_option, db_of, open_store
@@ -122,17 +123,22 @@ def serve_demo(port: int) -> int:
     """`loopstate demo --serve`: the demo's run waits for its write to be approved; the inbox
     at the printed address decides it, and this process continues the run."""
     import asyncio
+    import tempfile
 
     from loopstate import demo
+    from loopstate.engine.stores.sqlite import SQLiteStore
 
-    demo.seed_workspace(demo.SUSPEND_WORKSPACE.resolve())
-    agent = demo.suspended_agent()
-    try:
-        result = asyncio.run(agent.run(demo.TASK, run_id=f"demo.{secrets.token_hex(8)}"))
-        print(shown(f"loopstate demo: run {result.run_id} is {result.status}"), flush=True)
-        given = os.environ.get("LOOPSTATE_TOKEN") or None
-        token = given or secrets.token_urlsafe(24)
-        return serve({"demo": agent}, agent.store, token, Served(port=port, show_token=not given))
-    except LoopstateError as exc:
-        print(shown(f"loopstate demo: {exc}"), file=sys.stderr)
-        return 2
+    root = demo.seed_workspace(demo.SUSPEND_WORKSPACE.resolve())
+    # its own store, gone when it stops: no earlier demo's runs in this inbox, none left behind
+    with tempfile.TemporaryDirectory(prefix="loopstate-demo-") as held:
+        agent = demo.build_agent(root, store=SQLiteStore(Path(held) / "runs.db"))
+        try:
+            result = asyncio.run(agent.run(demo.TASK, run_id=f"demo.{secrets.token_hex(8)}"))
+            print(shown(f"loopstate demo: run {result.run_id} is {result.status}"), flush=True)
+            given = os.environ.get("LOOPSTATE_TOKEN") or None
+            token = given or secrets.token_urlsafe(24)
+            served = Served(port=port, show_token=not given)
+            return serve({"demo": agent}, agent.store, token, served)
+        except LoopstateError as exc:
+            print(shown(f"loopstate demo: {exc}"), file=sys.stderr)
+            return 2

@@ -14,8 +14,15 @@ from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-from loopstate.service import api_forks, api_results, api_runs, api_streams, pages
-from loopstate.service.auth import Action, Authorize
+from loopstate.service import (
+    api_forks,
+    api_recovery,
+    api_results,
+    api_runs,
+    api_streams,
+    pages,
+)
+from loopstate.service.auth import Action, Authorize, Identity
 from loopstate.service.door import Door
 from loopstate.service.problems import (
     Problem,
@@ -29,6 +36,7 @@ from loopstate.service.service import Service, StreamPolicy
 __all__ = [
     "Action",
     "Authorize",
+    "Identity",
     "Problem",
     "Service",
     "StreamPolicy",
@@ -44,9 +52,11 @@ def service_router(service: Service) -> APIRouter:
     router = APIRouter()
     router.include_router(api_runs.routes(service))
     router.include_router(api_forks.routes(service))
+    router.include_router(api_recovery.routes(service))
     router.include_router(api_results.routes(service))
     router.include_router(api_streams.routes(service))
     router.include_router(pages.routes(service))
+    router.include_router(pages.root())
     return router
 
 

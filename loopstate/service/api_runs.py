@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Request
@@ -19,6 +20,7 @@ from loopstate.engine.pause import pause_run
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.service.decisions import as_problem, decision_of
+from loopstate.service.explain import explain, failure_text, with_errors
 from loopstate.service.inputs import Body as _Body
 from loopstate.service.inputs import JsonArguments, check_id, check_query
 from loopstate.service.paging import approvals_page, check_limit, runs_page
@@ -90,9 +92,11 @@ def routes(service: Service) -> APIRouter:
     async def list_runs(
         request: Request, status: str | None = None, limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
-        await guard.identity(request, "read", None)
+        who = await guard.who(request, "read", None)
         status = check_query(status, "status") or None
-        return await runs_page(service.store, status, check_limit(limit), cursor)
+        keep = partial(guard.tenancy.visible, who.tenant)
+        page = await runs_page(service.store, status, check_limit(limit), cursor, keep)
+        return {**page, "items": await with_errors(service.store, page["items"])}
 
     @router.post("/agents/{name}/runs", status_code=202)
     async def start_run(
@@ -101,12 +105,13 @@ def routes(service: Service) -> APIRouter:
         body: StartBody,
         idempotency_key: str | None = Header(None),
     ) -> JSONResponse:
-        actor = await guard.identity(request, "start", None)
+        who = await guard.who(request, "start", None)
+        actor = who.name
         if name not in service.runner.agents:
             raise Problem(404, f"no agent named {name!r} is served here")
 
         async def start() -> Answer:
-            return 202, {"run_id": await service.runner.start(name, body.prompt)}
+            return 202, {"run_id": await service.runner.start(name, body.prompt, who.tenant)}
 
         if idempotency_key is None:
             return answer(await start())
@@ -116,19 +121,33 @@ def routes(service: Service) -> APIRouter:
     @router.get("/runs/{run_id}")
     async def show_run(request: Request, run_id: str) -> dict[str, Any]:
         await guard.identity(request, "read", run_id)
-        return run_view(await load(service, run_id))
+        state = await load(service, run_id)
+        view = run_view(state)
+        view["pending"] = await explain(service.runner, [(state, p) for p in view["pending"]])
+        view["failure_text"] = failure_text(state)
+        return view
 
     @router.get("/approvals")
     async def approvals(
         request: Request,
         run_id: str | None = None,
         tool: str | None = None,
+        assignee: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        await guard.identity(request, "read", run_id)
+        """`assignee=mine`: only the calls a Gate assigned to the asker."""
+        who = await guard.who(request, "read", run_id)
         run_id, tool = check_query(run_id, "run_id"), check_query(tool, "tool")
-        return await approvals_page(service.store, run_id, tool, check_limit(limit), cursor)
+        assignee = check_query(assignee, "assignee")
+        page = await approvals_page(
+            service.store, run_id, tool, check_limit(limit), cursor,
+            keep=partial(guard.tenancy.visible, who.tenant),
+            assignee=who.name if assignee == "mine" else assignee,
+        )  # fmt: skip
+        states = page.pop("states")
+        page["items"] = await explain(service.runner, list(zip(states, page["items"], strict=True)))
+        return page
 
     @router.post("/runs/{run_id}/calls/{call_id}/decision")
     async def decide(

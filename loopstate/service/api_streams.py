@@ -58,9 +58,9 @@ def routes(service: Service) -> APIRouter:
     async def all_events(
         request: Request, last_event_id: str | None = Header(None)
     ) -> EventSourceResponse:
-        await guard.identity(request, "read", None)
+        who = await guard.who(request, "read", None)
         after = event_id(last_event_id or request.query_params.get("last_event_id"))
-        return _response(service, _all_stream(service, after))
+        return _response(service, _all_stream(service, after, who.tenant))
 
     @router.get("/runs/{run_id}/diagram.mmd")
     async def diagram_mermaid(request: Request, run_id: str) -> Response:
@@ -110,8 +110,11 @@ async def _run_stream(service: Service, run_id: str, after: int) -> AsyncIterato
         service.hub.unsubscribe(run_id, queue)
 
 
-async def _all_stream(service: Service, after: int | None) -> AsyncIterator[ServerSentEvent]:
-    policy, hub = service.streams, service.hub
+async def _all_stream(
+    service: Service, after: int | None, tenant: str | None
+) -> AsyncIterator[ServerSentEvent]:
+    """Every run's log entries (of `tenant`'s runs only, when it is set)."""
+    policy, hub, visible = service.streams, service.hub, service.guard.tenancy.visible
     queue = hub.subscribe(None)
     try:
         sent, pruned = await hub.follow(queue, after)  # kept from pruning once it is open
@@ -124,7 +127,9 @@ async def _all_stream(service: Service, after: int | None) -> AsyncIterator[Serv
         while True:
             while events := await hub.since(sent):
                 for e in events:
-                    yield ServerSentEvent(json.dumps(_event_view(e)), id=str(e.id), event="run")
+                    if await visible(tenant, e.run_id):
+                        view = json.dumps(_event_view(e))
+                        yield ServerSentEvent(view, id=str(e.id), event="run")
                 sent = events[-1].id
                 hub.sent(queue, sent)
             if await _next(queue, deadline - loop.time()) is None:
@@ -160,6 +165,7 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         to_dot,
         to_mermaid,
     )  # fmt: skip
+    from loopstate.engine.diagram.fold import folded
     from loopstate.machines import machine_class
 
     try:
@@ -168,6 +174,7 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         raise Problem(404, f"no diagram: {exc}") from None
     fork = state.forked_from
     overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
+    graph = folded(graph, overlay)  # abort/fail from every state: drawn once
     if fmt == "mermaid":
         return to_mermaid(graph, overlay)
     try:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loopstate.engine.errors import RunDamaged, RunNotFound
 from loopstate.engine.state import RunState
-from loopstate.engine.store import Cursor, Store
+from loopstate.engine.store import Cursor, RunSummary, Store
 from loopstate.service.problems import Problem
 from loopstate.service.views import approvals_of, summary_view
 
@@ -34,11 +35,26 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-async def runs_page(store: Store, status: str | None, limit: int, cursor: str | None) -> Page:
+Keep = Callable[[str], Awaitable[bool]]
+"""Whether the asker may see run `run_id` (see `tenancy`): others are left out of pages."""
+
+
+async def _everyone(run_id: str) -> bool:
+    return True
+
+
+async def runs_page(
+    store: Store, status: str | None, limit: int, cursor: str | None, keep: Keep = _everyone
+) -> Page:
     after = _decode(cursor, "runs")
-    runs = await store.list_runs(
-        status=status, limit=limit + 1, by="created", cursor=None if after is None else _at(after)
-    )
+    position = None if after is None else _at(after)
+    runs: list[RunSummary] = []
+    while len(runs) <= limit:
+        chunk = await store.list_runs(status=status, limit=limit + 1, by="created", cursor=position)
+        runs.extend([s for s in chunk if await keep(s.run_id)])
+        if len(chunk) <= limit:
+            break
+        position = (chunk[-1].created_at, chunk[-1].run_id)
     more, shown = len(runs) > limit, runs[:limit]
     last = shown[-1] if shown else None
     following = _encode(["runs", last.created_at, last.run_id]) if more and last else None
@@ -49,11 +65,19 @@ Page = dict[str, Any]
 
 
 async def approvals_page(
-    store: Store, run_id: str | None, tool: str | None, limit: int, cursor: str | None
+    store: Store,
+    run_id: str | None,
+    tool: str | None,
+    limit: int,
+    cursor: str | None,
+    *,
+    keep: Keep = _everyone,
+    assignee: str | None = None,
 ) -> Page:
-    """Up to `limit` pending calls (of run `run_id` only, of tool `tool` only) after `cursor`."""
+    """Up to `limit` pending calls (of run `run_id` only, of tool `tool` only, assigned to
+    `assignee` only, of runs `keep` keeps) after `cursor`."""
     after = _decode(cursor, "approvals")
-    found = _Found(tool)
+    found = _Found(tool, assignee, keep)
     if after is not None:  # first the rest of the run the last page ended in
         state = await found.loaded(store, str(after[1]))
         if state is not None and run_id in (None, state.run_id):
@@ -74,13 +98,19 @@ class _Found:
     """The pending calls gathered for a page, each with its run; and the runs passed over
     because they cannot be read (`damaged`: run id → problem), named on the page."""
 
-    def __init__(self, tool: str | None) -> None:
+    def __init__(self, tool: str | None, assignee: str | None, keep: Keep) -> None:
         self.tool = tool
+        self.assignee = assignee
+        self.keep = keep
         self.items: list[tuple[RunState, dict[str, Any]]] = []
         self.damaged: dict[str, str] = {}
 
     def take(self, state: RunState, *, after_call: str | None = None) -> None:
-        items = [a for a in approvals_of(state) if self.tool in (None, a["tool"])]
+        items = [
+            a
+            for a in approvals_of(state)
+            if self.tool in (None, a["tool"]) and self.assignee in (None, a["assignee"])
+        ]
         if after_call is not None:  # calls keep their place in `calls`: resume after it
             ids = [c.call_id for c in state.calls]
             since = ids.index(after_call) if after_call in ids else -1
@@ -94,6 +124,8 @@ class _Found:
                 status="awaiting_approval", limit=CHUNK, by="created", cursor=position
             )
             for summary in runs:
+                if not await self.keep(summary.run_id):
+                    continue
                 if summary.problem is not None:
                     self.damaged[summary.run_id] = summary.problem
                 elif (state := await self.loaded(store, summary.run_id)) is not None:
@@ -103,6 +135,7 @@ class _Found:
             position = (runs[-1].created_at, runs[-1].run_id)
 
     def page(self, limit: int) -> Page:
+        """The page, with each item's run (for `explain`) under the key `states`."""
         shown = self.items[:limit]
         following = None
         if len(self.items) > limit:
@@ -110,10 +143,12 @@ class _Found:
             following = _encode(["approvals", state.created_at, state.run_id, item["call_id"]])
         damaged = [{"run_id": r, "problem": p} for r, p in self.damaged.items()]
         return {"items": [item for _, item in shown], "next_cursor": following,
-                "damaged": damaged}  # fmt: skip
+                "damaged": damaged, "states": [state for state, _ in shown]}  # fmt: skip
 
     async def loaded(self, store: Store, run_id: str) -> RunState | None:
         """The run, or None if it is gone or damaged (then named in `damaged`)."""
+        if not await self.keep(run_id):
+            return None
         try:
             return await store.load(run_id)
         except RunNotFound:

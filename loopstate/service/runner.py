@@ -84,10 +84,11 @@ class Runner:
         self.worker = Worker(self, concurrency=concurrency, poll_s=1.0)
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def start(self, name: str, prompt: str) -> str:
-        """Start a run of agent `name` in the background; return once it is stored."""
+    async def start(self, name: str, prompt: str, tenant: str | None = None) -> str:
+        """Start a run of agent `name` (for `tenant`) in the background; return once it is
+        stored."""
         run_id = f"{name}.{uuid.uuid4().hex}"
-        await self._launch(run_id, self.agents[name].run(prompt, run_id=run_id))
+        await self._launch(run_id, self.agents[name].run(prompt, run_id=run_id, tenant=tenant))
         return run_id
 
     async def converse(self, run_id: str, text: str, actor: str) -> None:
@@ -95,6 +96,11 @@ class Runner:
         return once it holds the run (or raise why it cannot: `RunBusy`, `RunNotResumable`)."""
         agent = self._agent_of(run_id)
         await self._launch(run_id, agent.resume(run_id, message=text, actor=actor))
+
+    async def retry(self, run_id: str, actor: str) -> None:
+        """Call the model again for a run resting in `model_failed`, in the background."""
+        agent = self._agent_of(run_id)
+        await self._launch(run_id, agent.resume(run_id, actor=actor))
 
     async def _launch(self, run_id: str, work: Coroutine[Any, Any, Any]) -> None:
         """Drive `work` in the background; return when the run started (its `on_run_start`),
@@ -118,6 +124,15 @@ class Runner:
         """Resume a claimed run with the agent that started it (`Worker` calls this); once
         `drain` is set it stops after its current step."""
         return await self._agent_of(run_id).resume(run_id, owner=owner, drain=drain)
+
+    def agent_of(self, run_id: str) -> tuple[str, Agent | Flow] | None:
+        """The name and agent that drive run `run_id` here, or None."""
+        name = run_id.partition(".")[0]
+        if name in self.agents:
+            return name, self.agents[name]
+        if len(self.agents) == 1:
+            return next(iter(self.agents.items()))
+        return None
 
     def _agent_of(self, run_id: str) -> Agent | Flow:
         name = run_id.partition(".")[0]

@@ -16,6 +16,7 @@ from loopstate.service.door import MAX_BODY
 from loopstate.service.feed import Hub
 from loopstate.service.idempotency import IdempotencyKeys
 from loopstate.service.runner import Runner
+from loopstate.service.tenancy import Tenancy
 
 if TYPE_CHECKING:
     from loopstate.machines.agent import Agent
@@ -70,7 +71,7 @@ class Service:
         self.runner.signals.deltas = self.hub.delta
         self.runner.signals.changed = self.hub.touch
         self.hub.decided = self.runner.worker.wake
-        self.guard = Guard(token, authorize)
+        self.guard = Guard(token, authorize, Tenancy(store))
         self.keys = IdempotencyKeys(store, clock=self.runner.clock)
         self.streams = streams
         self.max_body = max_body

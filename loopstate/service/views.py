@@ -44,6 +44,7 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
             "digest": p.digest,
             "reason": p.reason,
             "metadata": p.metadata,  # e.g. an MCP tool's server and annotations (`mcp`)
+            "assignee": _assignee(p.metadata),  # who is asked, named by a Gate (filter: mine)
             "requested_at": at,
             "deadline": p.deadline,  # when a decision is due (`@tool(decide_within=...)`)
             "external": p.external,  # waits for a result (.../result), not a decision
@@ -52,6 +53,11 @@ def approvals_of(state: RunState) -> list[dict[str, Any]]:
         for p in state.pending
         if p.call_id not in queued
     ]
+
+
+def _assignee(metadata: dict[str, Any]) -> str | None:
+    value = metadata.get("assignee")
+    return value if isinstance(value, str) else None
 
 
 def call_view(call: CallRecord) -> dict[str, Any]:
@@ -65,6 +71,7 @@ def call_view(call: CallRecord) -> dict[str, Any]:
         "reason": call.reason,
         "decision": None if call.decision is None else call.decision.kind,
         "decided_by": call.decided_by,
+        "decision_reason": getattr(call.decision, "reason", None),
         "decided_at": call.decided_at,
         "result": call.result,
     }

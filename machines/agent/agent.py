@@ -135,9 +135,16 @@ class Agent:
         options = {**self._options, **changes}
         return Agent(options.pop("model"), options.pop("tools"), **options)
 
-    async def run(self, prompt: str | Sequence[Message], *, run_id: str | None = None) -> RunResult:
-        """Start a run and drive it until it ends or suspends."""
-        return await self._run(prompt, run_id, None)
+    async def run(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        tenant: str | None = None,
+    ) -> RunResult:
+        """Start a run and drive it until it ends or suspends. `tenant`: the team the run
+        belongs to (kept in its `metadata`; the HTTP service shows it to that team only)."""
+        return await self._run(prompt, run_id, None, tenant=tenant)
 
     def as_tool(self, *, name: str, description: str, direct_return: bool = False) -> Tool:
         """The agent as a tool another agent can call: each call is a child run of this agent
@@ -196,6 +203,8 @@ class Agent:
         run_id: str | None,
         feed: Hooks | None,
         parent: ParentLink | None = None,
+        *,
+        tenant: str | None = None,
     ) -> RunResult:
         state = opening_state(
             run_id=run_id or self.ids(),
@@ -204,6 +213,7 @@ class Agent:
             messages=opening_messages(self.instructions, prompt),
             now=self.clock(),
             parent=parent,
+            tenant=tenant,
         )
         return await self._result(
             await self._protocol.start(state, model=self.model.name, feed=feed)

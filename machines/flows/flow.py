@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,13 @@ from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncA
 from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
 from loopstate.engine.core import RunCore
-from loopstate.engine.errors import DefinitionError, RunNotResumable, UnknownCall
-from loopstate.engine.events import PhaseChanged
+from loopstate.engine.errors import DefinitionError
 from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
-from loopstate.engine.operations import abort_run, queue_routed, route_decisions
+from loopstate.engine.operations import abort_run
 from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import OutsideError, outside, outside_text
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
@@ -38,16 +36,12 @@ from loopstate.engine.tree import (
     waits_on_child,
 )
 from loopstate.machines.agent.agent import as_model
-from loopstate.machines.agent.fit import check_tools
-from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
-from loopstate.machines.agent.resuming import resume_loop
-from loopstate.machines.flows.driver import FlowConfig, FlowSteps
-from loopstate.machines.flows.machine import FINAL, check_machine, flow_table
+from loopstate.machines.flows.driver import FlowConfig
+from loopstate.machines.flows.kind import FlowKind, check_flow
+from loopstate.machines.flows.machine import check_machine, flow_table
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
 from loopstate.machines.flows.result import FlowResult
 from loopstate.machines.flows.typed import check_data_model, misfit, typed_tools
-
-_LOOP_STATES = tuple(s.id for s in AgentLoop.states if s.id not in LOOP_FINAL and not s.initial)
 
 
 class Flow:
@@ -129,7 +123,7 @@ class Flow:
             data=data,
             max_steps=max_steps,
         )
-        self._protocol = RunProtocol(self.options, _FlowKind(self))
+        self._protocol = RunProtocol(self.options, FlowKind(self))
 
     def clone(self, **changes: Any) -> Flow:
         """A new flow with the same configuration but for `changes` (any `__init__` argument),
@@ -141,10 +135,16 @@ class Flow:
         return Flow(options.pop("machine"), options.pop("phases"), **options)
 
     async def run(
-        self, message: str, *, data: FlowData | None = None, run_id: str | None = None
+        self,
+        message: str,
+        *,
+        data: FlowData | None = None,
+        run_id: str | None = None,
+        tenant: str | None = None,
     ) -> FlowResult:
-        """Start a run with the user's first message (and any data known up front)."""
-        return await self._run(message, data, run_id, None)
+        """Start a run with the user's first message (and any data known up front); `tenant`
+        as for `Agent.run`."""
+        return await self._run(message, data, run_id, None, tenant=tenant)
 
     def stream(
         self, message: str, *, data: FlowData | None = None, run_id: str | None = None
@@ -192,13 +192,29 @@ class Flow:
         return blocking(coroutine, instead="flow.resume(...)", run_id=run_id)
 
     async def _run(
-        self, message: str, data: FlowData | None, run_id: str | None, feed: Hooks | None
+        self,
+        message: str,
+        data: FlowData | None,
+        run_id: str | None,
+        feed: Hooks | None,
+        *,
+        tenant: str | None = None,
     ) -> FlowResult:
-        state = self.opening(message, data=data, run_id=run_id or self.ids(), now=self.clock())
+        state = self.opening(
+            message, data=data, run_id=run_id or self.ids(), now=self.clock(), tenant=tenant
+        )
         core = await self._protocol.start(state, model=self.model_names(), feed=feed)
         return await self._result(core)
 
-    def opening(self, message: str, *, data: FlowData | None, run_id: str, now: float) -> RunState:
+    def opening(
+        self,
+        message: str,
+        *,
+        data: FlowData | None,
+        run_id: str,
+        now: float,
+        tenant: str | None = None,
+    ) -> RunState:
         """A new run's opening state (a Temporal workflow opens its run with it too)."""
         first = self.phases[self.initial].spec
         start = outside(dict(data or {}))  # the entry rule for outside data (engine/outside)
@@ -213,6 +229,7 @@ class Flow:
                 phase=self.initial, data=first.on_enter(start) if first.on_enter else start
             ),
             now=now,
+            tenant=tenant,
         )
 
     async def resume(
@@ -271,7 +288,7 @@ class Flow:
         with no model or tool call (see `Agent.fork`); continue it with `resume`. A flow whose
         agent phases ran in child runs at `at` is refused (`ForkRefused`)."""
         state = await self.store.load(run_id)
-        _check_flow(state, self.name)
+        check_flow(state, self.name)
         o = self.options
         fork = await fork_run(
             o.store, run_id, at=at, new_id=self.ids(), by=actor, clock=self.clock,
@@ -283,7 +300,7 @@ class Flow:
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> FlowResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""
         state = await self.store.load(run_id)
-        _check_flow(state, self.name)
+        check_flow(state, self.name)
         ended = await abort_run(self.store, run_id, reason, actor=actor, clock=self.clock)
         return FlowResult.of(await self.store.load(ended.run_id))
 
@@ -300,92 +317,6 @@ class Flow:
         """The phases' model names, as `run_started` reports them."""
         names = dict.fromkeys(p.model.name for p in self.phases.values() if p.model is not None)
         return ",".join(names)
-
-
-class _FlowKind:
-    """A flow run, as `RunProtocol` starts and resumes it."""
-
-    def __init__(self, flow: Flow) -> None:
-        self.flow = flow
-
-    def stepper(self, core: RunCore) -> FlowSteps:
-        return FlowSteps(core, self.flow._config)
-
-    def check(self, state: RunState, given: Given) -> None:
-        flow = self.flow
-        _check_resumable(state, flow.name, message=given.message, decisions=given.decisions)
-        if state.phase in flow.phases:
-            who = f"phase {state.phase} of flow {flow.name}"
-            check_tools(state, flow.phases[state.phase].tools, who=who)
-
-    async def route(self, steps: FlowSteps, given: Given) -> tuple[str, ...]:
-        """The user's message to a phase that waits for it; decisions for an agent phase's
-        calls to the runs they wait in; else the phase's loop resumes as an agent's does."""
-        state, flow = steps.state, self.flow
-        if given.message is not None:
-            steps.user_replied(
-                given.message, actor="user" if given.actor == "resume" else given.actor
-            )
-        elif flow.phases[state.phase or ""].agent is not None:
-            await _route(flow.store, state, given.decisions, given.actor, flow.clock)
-        elif state.state in _LOOP_STATES:
-            return await resume_loop(steps.loop, given)
-        return ()
-
-    def position(self, state: RunState) -> str:
-        return f"{state.phase}:{state.state}"
-
-    def session(self) -> AbstractAsyncContextManager[None]:
-        return nullcontext()
-
-    async def begin(self, steps: FlowSteps) -> None:
-        """A new run says which phase it starts in (`phase_changed` from nothing)."""
-        core = steps.core
-        await core.emit(PhaseChanged(**core.at(), target=self.flow.initial))
-
-
-async def _route(
-    store: Store,
-    state: RunState,
-    decisions: Mapping[str, Decision] | None,
-    actor: str,
-    clock: Clock,
-) -> None:
-    """Record decisions given to the flow for its agent phase's calls on the runs they wait in."""
-    own, routed = await route_decisions(store, state, decisions)
-    if own:
-        raise UnknownCall(
-            f"run {state.run_id} has no pending call {', '.join(own)} (its phase "
-            f"{state.phase!r} runs an agent: see the result's pending)"
-        )
-    await queue_routed(store, routed, actor=actor, clock=clock)
-
-
-def _check_resumable(
-    state: RunState,
-    name: str,
-    *,
-    message: str | None,
-    decisions: Mapping[str, Decision] | None,
-) -> None:
-    run = state.run_id
-    _check_flow(state, name)
-    if state.phase in FINAL:
-        raise RunNotResumable(f"run {run} has ended ({state.phase}); nothing to resume")
-    if decisions and state.state != "awaiting_approval":
-        raise RunNotResumable(f"run {run} is {state.status}, not awaiting approval")
-    waiting = state.status == "awaiting_input"
-    if waiting and message is None:
-        raise RunNotResumable(f"run {run} waits for the user: resume it with message=...")
-    if message is not None and not waiting:
-        raise RunNotResumable(f"run {run} is {state.status}, not waiting for the user's message")
-
-
-def _check_flow(state: RunState, name: str) -> None:
-    if state.flow is None or state.machine != name:
-        raise RunNotResumable(
-            f"run {state.run_id} is a {state.machine!r} run, not one of flow {name!r}"
-        )
 
 
 def _resolve(model: str | Model | None, retry: RetryPolicy | None) -> Model | None:

@@ -29,5 +29,9 @@ const ls = {
     return `${(s / 3600).toFixed(1)} h ago`;
   },
   time(seconds) { return new Date(seconds * 1000).toLocaleString(); },
+  clock(seconds) {
+    const at = new Date(seconds * 1000);
+    return at.toDateString() === new Date().toDateString() ? at.toLocaleTimeString() : at.toLocaleString();
+  },
   pretty(value) { return JSON.stringify(value, null, 2); },
 };

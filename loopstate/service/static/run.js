@@ -4,8 +4,10 @@ const base = `/api/runs/${encodeURIComponent(runId)}`;
 const $ = (id) => document.getElementById(id);
 let lastSeq = 0;
 let drawn = 0;
+let loaded = false; // a run this identity cannot see is never followed
 
-mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral" });
+mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral",
+  themeVariables: { fontSize: "16px" }, state: { useMaxWidth: true } });
 
 async function drawDiagram() {
   const text = await fetch(`${base}/diagram.mmd`, { credentials: "same-origin" }).then((r) => r.text());
@@ -33,26 +35,50 @@ async function reload() {
 async function load() {
   const result = await ls.api("GET", base);
   if (!result.ok) { $("live").textContent = result.data.detail || "cannot load"; return; }
+  loaded = true;
   const run = result.data;
   $("title").textContent = `Run ${run.run_id}`;
   $("status").textContent = run.status;
-  $("state").textContent = run.state;
+  $("where").textContent = run.state === run.status ? "" : ` (in ${run.state})`;
   const u = run.usage;
   $("usage").textContent = `${run.steps} model calls · ${u.prompt_tokens} prompt + ${u.completion_tokens} completion tokens` +
     (u.cost_usd == null ? "" : ` · $${u.cost_usd.toFixed(4)}`);
   showForkedFrom(run.forked_from);
+  showFailure(run);
+  $("pending-section").hidden = !run.pending.length;
+  decideForm.sync($("pending"), run.pending, reload);
+  const turns = conversation.render(run);
+  $("conversation").replaceChildren(...turns);
+  $("jump").hidden = !document.getElementById("answer");
   $("transitions").replaceChildren(...run.transitions.map((t) => {
-    const tr = row([String(t.seq), `${t.from} → ${t.to}`, t.event, t.actor, t.reason, ls.time(t.time)]);
+    const tr = row([String(t.seq), `${t.from} → ${t.to}`, t.event, t.actor, t.reason, ls.clock(t.time)]);
     if (run.forked_from && t.seq <= run.forked_from.seq) tr.classList.add("inherited");
-    tr.append(ls.el("td", {}, ls.el("button", { type: "button", text: "fork here", onclick: () => forkAt(t.seq) })));
+    tr.append(ls.el("td", {}, ls.el("button", { type: "button", text: "fork here",
+      "aria-label": `fork here, at transition ${t.seq}`, onclick: () => forkAt(t.seq) })));
     return tr;
   }));
-  $("calls").replaceChildren(...run.calls.map((c) =>
-    row([c.call_id, c.tool, ls.pretty(c.executed_arguments ?? c.arguments), c.status, c.decision, c.decided_by])));
-  $("messages").replaceChildren(...run.messages.map((m) => ls.el("div", {},
-    ls.el("strong", { text: m.role }),
-    ls.el("pre", { text: m.content ?? ls.pretty(m.tool_calls ?? "") }))));
   await drawDiagram();
+}
+
+function showFailure(run) {
+  const failed = run.status === "failed" || run.status === "aborted";
+  $("failure").hidden = !failed;
+  if (!failed) return;
+  const why = run.failure_text || run.error || run.stop_reason || "no reason was recorded";
+  $("failure-text").textContent = run.state === "model_failed"
+    ? `The model call failed and its retries are spent: ${why}. Retry calls the model again for the same step.`
+    : `The run ${run.status === "aborted" ? "was aborted" : "failed"}: ${why}`;
+  const actions = run.state === "model_failed" ? [
+    ls.el("button", { type: "button", class: "retry", text: "Retry the model call", onclick: () => act("retry", {}) }),
+    ls.el("button", { type: "button", class: "abort", text: "Abort run", onclick: () => act("abort", { reason: "aborted after a failed model call" }) }),
+  ] : [];
+  $("failure-actions").replaceChildren(...actions);
+}
+
+async function act(what, body) {
+  const result = await ls.api("POST", `${base}/${what}`, body, crypto.randomUUID());
+  $("failure-errors").replaceChildren(...(result.ok ? [] : [ls.el("li", { text: result.data.detail || `refused (${result.status})` })]));
+  reload();
 }
 
 function showForkedFrom(origin) {
@@ -81,4 +107,4 @@ function follow() {
   source.addEventListener("error", () => { $("live").textContent = "reconnecting…"; });
 }
 
-reload().then(follow);
+reload().then(() => { if (loaded) follow(); });
