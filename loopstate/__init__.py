@@ -47,7 +47,8 @@ from loopstate.engine.options import StopCondition
 from loopstate.engine.policies import ApprovalPolicy, Rule, chain_approvers
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import CallRecord, ParentLink, RunState, Transition
-from loopstate.engine.store import MemoryStore, RunSummary, Store
+from loopstate.engine.store import RunSummary, Store
+from loopstate.engine.stores.memory import MemoryStore
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.engine.tree import RunTree, UsageReport, pending_tree, run_tree, usage_tree

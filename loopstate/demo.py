@@ -97,7 +97,7 @@ async def record(path: Path) -> None:
 
     from loopstate.engine.approval import Approve
     from loopstate.engine.recording.recorder import Recorder
-    from loopstate.engine.store import MemoryStore
+    from loopstate.engine.stores.memory import MemoryStore
 
     async def approve(requests: list[Any]) -> dict[str, Any]:
         return {r.call_id: Approve() for r in requests}

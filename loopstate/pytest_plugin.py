@@ -68,7 +68,7 @@ class CassetteFixture:
         with `--loopstate-record` run it for real and write the cassette."""
         from loopstate.engine.recording.recorder import Recorder
         from loopstate.engine.recording.replay import ReplayDivergence
-        from loopstate.engine.store import MemoryStore
+        from loopstate.engine.stores.memory import MemoryStore
         from loopstate.replay import replay
 
         if not self.recording:

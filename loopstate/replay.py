@@ -20,7 +20,7 @@ from loopstate.engine.recording.replay import (
     stand_in_tools,
 )
 from loopstate.engine.result import RunResult
-from loopstate.engine.store import MemoryStore
+from loopstate.engine.stores.memory import MemoryStore
 from loopstate.engine.sync import blocking
 from loopstate.machines.agent import Agent
 from loopstate.machines.flows import Flow, FlowResult

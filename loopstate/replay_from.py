@@ -21,7 +21,7 @@ from loopstate.engine.model import Model, ModelRequest, ModelResponse, Usage
 from loopstate.engine.recording.cassette import Cassette
 from loopstate.engine.recording.replay import ReplayDivergence, ReplayModel, recorded_approver
 from loopstate.engine.result import RunResult
-from loopstate.engine.store import MemoryStore
+from loopstate.engine.stores.memory import MemoryStore
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.machines.agent import Agent
 

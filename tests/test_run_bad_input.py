@@ -152,7 +152,7 @@ async def test_an_error_in_a_guard_fails_the_run_with_the_error_recorded() -> No
     from loopstate.engine.core import RunCore, RunPorts
     from loopstate.engine.options import RunOptions
     from loopstate.engine.state import RunState
-    from loopstate.engine.store import MemoryStore
+    from loopstate.engine.stores.memory import MemoryStore
     from loopstate.machines import AgentLoop
     from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 

@@ -163,7 +163,7 @@ async def test_a_corrupt_event_row_is_a_store_error_naming_it(tmp_path: Path, ta
 async def test_a_memory_store_keeps_the_newest_entries_of_its_log(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("loopstate.engine.store.MEMORY_LOG", 3)
+    monkeypatch.setattr("loopstate.engine.stores.memory.MEMORY_LOG", 3)
     memory = MemoryStore()
     for i in range(8):
         await memory.create(RunState(run_id=f"r{i}"), owner="o", now=0.0, ttl=1.0)

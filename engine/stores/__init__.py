@@ -1,2 +1,2 @@
-"""Adapters of the store port (`loopstate.engine.store`, which also holds `MemoryStore`):
-SQLite, the embedded default, and PostgreSQL for several processes on several hosts."""
+"""Adapters of the store port (`loopstate.engine.store`): memory (one process), SQLite, the
+embedded default, and PostgreSQL for several processes on several hosts."""

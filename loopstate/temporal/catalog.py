@@ -23,7 +23,7 @@ from typing import Any
 
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.model import Model
-from loopstate.engine.store import MemoryStore
+from loopstate.engine.stores.memory import MemoryStore
 from loopstate.engine.tool import Tool
 from loopstate.machines.agent.agent import Agent
 from loopstate.machines.agent.delegation import AgentTool, ChildScope, under_parent
