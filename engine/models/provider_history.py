@@ -1,20 +1,13 @@
-"""A history's fields of a provider request (`messages`; Anthropic's `system` too), made by
-the provider config's `transform_request` for only what the history gained since its last
-call (`provider_path.py` puts them into the recorded request).
+"""A history's fields of a provider request (`messages`; Anthropic's `system`), made by the
+config's `transform_request` of only what the history gained since its last call.
 
-litellm's message transforms are per message for the plain messages admitted here (text and
-tool messages, calls with their ids; no images, cache control or developer role; None
-fields dropped as litellm's `validate_and_fix_openai_messages` drops them): an
-OpenAI-compatible body's `messages` are those sent last time plus the transform of the new
-ones. Anthropic's transform walks the conversation in rounds (a run of user and tool
-messages, then a run of assistant messages), each made into at most one user and one
-assistant turn from its own messages alone, and only the very last turn is touched afterwards
-(trailing whitespace stripped): so the turns of the rounds a history has closed are kept, and
-a call transforms only the rounds not yet closed, with the leading system messages (which
-make `system`).
-
-A shape's first request (litellm's, recorded) is checked against this: `remember` keeps it
-only if the whole history transformed here gives the same fields.
+litellm transforms the plain messages admitted here (text and tool messages; None fields
+dropped as its `validate_and_fix_openai_messages` drops them) one by one for OpenAI-compatible
+providers. Anthropic's transform walks rounds (user and tool messages, then assistant ones),
+each made into turns from its own messages, and strips trailing whitespace from the very last
+turn only: the turns of closed rounds are kept, and a call transforms the open rounds with the
+leading system messages (which make `system`). `remember` checks a shape's first request
+(litellm's) against the whole history transformed here.
 """
 
 from __future__ import annotations

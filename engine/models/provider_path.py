@@ -1,30 +1,17 @@
-"""The one fast path, on litellm's provider-config contract, for every provider in `PROVIDERS`:
-OpenAI, Anthropic and the OpenAI-compatible ones litellm drives through its base HTTP handler.
+"""The one fast path, on litellm's provider-config contract, for every provider in `PROVIDERS`
+(OpenAI, Anthropic, and the OpenAI-compatible ones litellm's base HTTP handler drives).
 
-litellm drives a provider with its config object (`ProviderConfigManager
-.get_provider_chat_config`): headers, URL, `transform_request` (the body), then
-`transform_response` or a stream iterator. `litellm.acompletion` adds ~5 ms of CPU a call
-around that, and its transform walks the whole history each call. Here:
-
-- the model owns one HTTP client over a transport of ours (`Recorder`, an httpx transport:
-  httpx's public API for it), handed to `acompletion` as its `client` (litellm's HTTP handler
-  over it; for `openai/`, an `AsyncOpenAI` over it: litellm posts through the SDK there), so
-  litellm's first call of a request shape is recorded as it went out (URL, headers, timeout,
-  body) with every provider-specific default litellm applied;
-- a later call of the same shape (tools, tool choice, streamed) sends that request again with
-  only the history's fields changed: the messages sent last time for the history's earlier
-  part and the config's `transform_request` of what it gained (`provider_history.py`),
-  encoded as litellm encodes them (`json.dumps`): the same bytes on the wire;
-- the reply is read by the config's `transform_response`, then `litellm_reply.read_reply`,
-  priced by `litellm.completion_cost` (checked on the first call: a shape whose cost differs
-  from litellm's own is not kept); a stream by `provider_stream.py`;
-- an error status is a `ModelError` built from the status, the provider's error body and its
-  retry-after; a timeout or a failed connection as litellm's (`timeout`, `connection`).
-  Anything else (a changed contract) goes back to `LiteLLMModel`, which turns the fast path
-  off and calls `acompletion`.
-
-Providers that sign requests or resolve credentials per call (`SIGNED`) stay on
-`acompletion`, as does every model without an explicit `api_key` or with `direct=False`.
+litellm drives a provider with its config object: headers, URL, `transform_request`, then
+`transform_response` or a stream iterator; `acompletion` adds ~5 ms of CPU a call around that
+and transforms the whole history each call. Here the model's own HTTP client (a `Recorder`
+transport, handed to `acompletion` as its `client`) records litellm's first request of a
+shape; later calls resend it with only the history's fields changed (`provider_history.py`),
+encoded as litellm encoded them: the same bytes. Replies are read by `transform_response`
+and priced by `litellm.completion_cost` (a shape whose cost differs from litellm's own is not
+kept), streams by `provider_stream.py`; an error status is a `ModelError` of the status, the
+error body and retry-after. Anything else (a changed contract) goes back to `LiteLLMModel`,
+which turns the fast path off. `SIGNED` providers stay on `acompletion`, as does any model
+without an explicit `api_key` or with `direct=False`.
 """
 
 from __future__ import annotations
@@ -166,9 +153,6 @@ class _NoLogging:
         self.model_call_details: dict[str, Any] = {}
 
     def post_call(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def pre_call(self, *args: Any, **kwargs: Any) -> None:
         pass
 
 

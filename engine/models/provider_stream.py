@@ -1,12 +1,7 @@
-"""A streamed call on the fast path (`provider_path.py`): the recorded request (`stream`,
-`stream_options` as litellm set them), its SSE lines read by the iterator litellm reads them
-with (`litellm_contract.stream_iterator`), each chunk's deltas reported as they arrive, the
-reply assembled as `litellm_stream.py` assembles litellm's (`stream_chunk_builder`) and read
-by `read_reply`. litellm's per-chunk wrapper (a logging object, callbacks) is skipped.
-
-As on litellm's path, a stream is a `ModelError`, never a short answer, when it ends without
-a finish reason (`truncated`), drops mid-way, or stalls (no chunk for `stall_s`); the
-connection is closed whatever happens.
+"""A streamed call on the fast path: the recorded request, its SSE lines read by litellm's
+iterator for the provider (`litellm_contract.stream_iterator`), deltas reported as they come,
+the reply assembled and read as `litellm_stream.py` does litellm's (without litellm's
+per-chunk wrapper); truncated, dropped or stalled streams are `ModelError`s, as there.
 """
 
 from __future__ import annotations
