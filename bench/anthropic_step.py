@@ -9,8 +9,8 @@ history 5, 25, 100 and 200 steps, per model call, ms of CPU and wall as ratios t
 - raw httpx: the same Anthropic request (system, tools, tool_choice, max_tokens, the history's
   `tool_use` / `tool_result` blocks), `json.dumps`, `POST`, `json.loads` (floor);
 - `litellm.acompletion` alone with `anthropic/claude-sonnet-4-5` (priced: its cost computed);
-- loopstate: `Agent` + `LiteLLMModel` + `MemoryStore` (the thin path of
-  `engine/models/anthropic_direct.py` after each shape's first call), and with `direct=False`.
+- loopstate: `Agent` + `LiteLLMModel` + `MemoryStore` (the fast path of
+  `engine/models/provider_path.py` after each shape's first call), and with `direct=False`.
 """
 
 from __future__ import annotations

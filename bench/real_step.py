@@ -13,7 +13,7 @@ it (this machine's speed drifts between repeats; pairs drift together):
 - raw httpx: one `httpx.AsyncClient`, `json.dumps` of the same body, `POST`, `json.loads` (floor);
 - `litellm.acompletion` alone, no engine;
 - loopstate: `Agent` + `LiteLLMModel` + `MemoryStore`, and the same with `direct=False` (every
-  call through `litellm.acompletion`, as before the thin path of `engine/models/openai_direct.py`);
+  call through `litellm.acompletion`: the fast path, `engine/models/provider_path.py`, off);
   the model is `openai/gpt-4o-mini`, which litellm prices: each call's cost is computed (checked);
 - loopstate against Groq-, DeepSeek- (reasoning) and Gemini-compatible-shaped replies
   (`SHAPED`), each ratio still to the same raw POST of the plain OpenAI shape;

@@ -10,8 +10,10 @@ of CHUNKS text chunks:
   counted) for: a raw httpx SSE reader (lines + json.loads, the floor); litellm alone
   (`acompletion(stream=True)` iterated); `LiteLLMModel.stream` with the engine's delta relay
   into a hook (MODEL, which litellm prices) through litellm's stream wrapper (`direct=False`)
-  and on the thin path (`openai_stream.py`, after a first call fills its template); a whole
-  `agent.stream` run (+ events, queue).
+  and on the fast path (`provider_stream.py`, after a first call fills its template); a whole
+  `agent.stream` run (+ events, queue). The same fast path for a Groq-named model (the same
+  OpenAI-format stream) and for Anthropic (its own SSE format, against a raw httpx reader of
+  that stream: lines + json.loads of each event).
 - Time to first delta: litellm alone vs `agent.stream` (run creation, store, hooks included).
 - Step overhead with a ScriptedModel: no listener (the plain `complete` path) vs a delta hook
   (the scripted model streams word by word).
@@ -106,6 +108,37 @@ async def engine_model(server: ModelServer, direct: bool = True) -> float:
     started = time.thread_time()
     await model.stream(REQUEST, DeltaRelay("r", 1, time.time, sink))
     return (time.thread_time() - started) / sink.count * 1e6
+
+
+def fast_stream(name: str, base: str) -> Any:
+    """`LiteLLMModel(name).stream` on the fast path, CPU per delta."""
+
+    async def measure(server: ModelServer) -> float:
+        model = LiteLLMModel(name, api_base=base.format(s=server), api_key="k")
+        sink = Sink()
+        started = time.thread_time()
+        await model.stream(REQUEST, DeltaRelay("r", 1, time.time, sink))
+        return (time.thread_time() - started) / sink.count * 1e6
+
+    return measure
+
+
+GROQ = fast_stream("groq/openai/gpt-oss-20b", "{s.openai_base}")
+ANTHROPIC = fast_stream("anthropic/claude-sonnet-4-5", "{s.url}")
+
+
+async def raw_anthropic(server: ModelServer) -> float:
+    said = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    body = {"model": "claude-sonnet-4-5", "stream": True, "max_tokens": 4096, "messages": said}
+    async with httpx.AsyncClient() as client:
+        started = time.thread_time()
+        async with client.stream("POST", f"{server.url}/v1/messages", json=body) as r:
+            deltas = 0
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    event = json.loads(line[6:])
+                    deltas += event.get("delta", {}).get("type") == "text_delta"
+        return (time.thread_time() - started) / deltas * 1e6
 
 
 async def agent_stream(server: ModelServer) -> tuple[float, float]:
@@ -245,15 +278,25 @@ async def main() -> None:
         await engine_model(server)  # the first streamed call of its shape fills the template
         engine = await median(engine_model, server)
         whole, whole_first = await median(agent_stream, server)
+        server.script(reply())
+        await GROQ(server)  # its first call fills the template
+        groq = await median(GROQ, server)
+        server.script(reply())
+        await ANTHROPIC(server)
+        raw_anth = await median(raw_anthropic, server)
+        anthropic = await median(ANTHROPIC, server)
     print(f"CPU per chunk ({CHUNKS} chunks, median of {REPEATS}, event-loop thread):")
     print(f"  raw httpx SSE reader      {raw:8.1f} µs   1.00x (floor)")
     print(f"  litellm alone             {alone:8.1f} µs   {alone / raw:5.1f}x")
     print(f"  LiteLLMModel.stream, direct=False (litellm's stream wrapper)"
           f"\n                            {through:8.1f} µs   {through / raw:5.1f}x  "
           f"(engine share {through - alone:+.1f} µs)")  # fmt: skip
-    print(f"  LiteLLMModel.stream, thin path (openai_stream.py)"
-          f"\n                            {engine:8.1f} µs   {engine / raw:5.1f}x  "
+    print(f"  LiteLLMModel.stream, fast path (provider_stream.py)"
+          f"\n                            {engine:8.1f} µs   {engine / raw:5.2f}x  "
           f"({engine / through:.2f}x of direct=False)")  # fmt: skip
+    print(f"  groq/ fast path           {groq:8.1f} µs   {groq / raw:5.2f}x")
+    print(f"  raw httpx Anthropic SSE   {raw_anth:8.1f} µs   1.00x (Anthropic's floor)")
+    print(f"  anthropic/ fast path      {anthropic:8.1f} µs   {anthropic / raw_anth:5.2f}x")
     print(f"  agent.stream (whole run)  {whole:8.1f} µs   {whole / raw:5.1f}x  "
           f"(engine + run share {whole - alone:+.1f} µs)")  # fmt: skip
     print("time to first delta (median):")

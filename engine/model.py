@@ -113,6 +113,8 @@ class ModelResponse(Frozen):
     usage: Usage = Usage()
     model: str | None = None
     finish_reason: str | None = None
+    response_id: str | None = None
+    """The provider's id of the reply (`chatcmpl-...`, Anthropic's `msg_...`), if known."""
 
 
 @runtime_checkable

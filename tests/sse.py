@@ -153,3 +153,43 @@ def openai_events_of(body: dict[str, Any]) -> list[bytes]:
     last["choices"], last["usage"] = [], body["usage"]
     out.append(last)
     return [f"data: {json.dumps(c)}\n\n".encode() for c in out] + [b"data: [DONE]\n\n"]
+
+
+def anthropic_events_of(body: dict[str, Any], *, finish: bool = True) -> list[bytes]:
+    """A recorded Anthropic reply body streamed as Anthropic streams it: `message_start` (the
+    usage's input and cache counts), each block opened, its deltas (thinking in pieces then
+    its `signature_delta`; a redacted block whole at its start; text in pieces; a tool use's
+    input as JSON fragments), closed; `message_delta` (stop reason, output tokens) and
+    `message_stop` when it `finish`es."""
+    usage = body["usage"]
+    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"} | {"output_tokens": 1}
+    message = {**body, "content": [], "stop_reason": None, "usage": start_usage}
+    out: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": message}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(body["content"]):
+        kind = block["type"]
+        if kind == "thinking":
+            out.append(_block_start(index, {"type": "thinking", "thinking": "", "signature": ""}))
+            out += [_block_delta(index, {"type": "thinking_delta", "thinking": p})
+                    for p in pieces(block["thinking"])]  # fmt: skip
+            sig = {"type": "signature_delta", "signature": block["signature"]}
+            out.append(_block_delta(index, sig))
+        elif kind == "text":
+            out.append(_block_start(index, {"type": "text", "text": ""}))
+            out += [_block_delta(index, {"type": "text_delta", "text": p})
+                    for p in pieces(block["text"])]  # fmt: skip
+        elif kind == "tool_use":
+            out.append(_block_start(index, {**block, "input": {}}))
+            out += [_block_delta(index, {"type": "input_json_delta", "partial_json": part})
+                    for part in ["", *halves(json.dumps(block["input"]))]]  # fmt: skip
+        else:  # redacted thinking: whole at its start
+            out.append(_block_start(index, block))
+        out.append(_block_stop(index))
+    if finish:
+        stop = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+        counted = {"output_tokens": usage["output_tokens"]}
+        out.append(("message_delta", {"type": "message_delta", "delta": stop, "usage": counted}))
+        out.append(("message_stop", {"type": "message_stop"}))
+    return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in out]

@@ -1,4 +1,4 @@
-"""The thin Anthropic path's messages (`anthropic_history.py`: only what a history gained is
+"""The fast Anthropic path's messages (`provider_history.py`: only what a history gained is
 transformed) against litellm's whole transform of the same history, at every step of varied
 histories: parallel calls, thinking and redacted thinking, text with trailing whitespace,
 user messages between tool results, answers without calls, two answers in a row, a system
@@ -87,18 +87,16 @@ def test_each_step_of_a_history_makes_the_messages_litellms_whole_transform_make
     seed: int,
 ) -> None:
     litellm = _import_litellm()  # before the modules that import litellm: its offline defaults
-    from loopstate.engine.models.anthropic_direct import _plain
-    from loopstate.engine.models.anthropic_history import Histories
+    from loopstate.engine.models.provider_history import Histories
 
     config = litellm.ProviderConfigManager.get_provider_chat_config(
         model=NAME, provider=litellm.LlmProviders.ANTHROPIC
     )
-    histories = Histories(config, "claude-sonnet-4-5")
+    histories = Histories(config, rounds=True)
     closed = 0
     for state in _histories(seed):
-        got = histories.request_messages(tuple(state), ORIGIN, lambda m: _plain(m, tools=True))
+        got = histories.fields(tuple(state), ORIGIN, "claude-sonnet-4-5")
         assert got is not None
-        system, turns, _ = got
-        assert (system, turns) == _whole(state, config)
-        closed = max(closed, histories._done.last(tuple(state)).closed)
+        assert (got["system"] or [], got["messages"]) == _whole(state, config)
+        closed = max(closed, histories._last(tuple(state)).closed)
     assert closed > 0  # rounds were closed and reused, not every history transformed whole

@@ -21,7 +21,7 @@ from model_server import (
     text_reply,
     tool_call_reply,
 )
-from test_openai_thin_path import READ_FILE, _history, _timeless
+from test_openai_thin_path import READ_FILE, _history
 from thin_support import Counting, same_outcome, wire
 
 from loopstate.engine.errors import ModelError
@@ -97,7 +97,7 @@ async def _compare(replies: list[Reply], **settings: Any) -> list[Any]:
     for (a, a_seen), (b, b_seen) in zip(own, thin, strict=True):
         if isinstance(a, ModelResponse) and isinstance(b, ModelResponse):
             assert a.model_dump() == b.model_dump()
-        same_outcome(a, b, _timeless)
+        same_outcome(a, b)
         assert a_seen == b_seen
     return thin
 

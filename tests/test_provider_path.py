@@ -149,7 +149,7 @@ async def test_a_changed_contract_sends_the_provider_through_litellm(
         def moved(self: ProviderPath) -> Any:
             raise AttributeError("module 'litellm' has no attribute 'ProviderConfigManager'")
 
-        monkeypatch.setattr(ProviderPath, "_contract", moved)
+        monkeypatch.setattr(ProviderPath, "contract", moved)
         with structlog.testing.capture_logs() as logs:
             second = await model.complete(request)
             third = await model.complete(request)

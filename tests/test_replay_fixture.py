@@ -37,3 +37,19 @@ async def test_a_committed_cassette_replays_with_no_tool_run(
     assert decided == [("write_file", "approve"), ("write_file", "deny")]
     if not loopstate_cassette.recording:
         assert sum(counted.values()) == 0
+
+
+def test_a_cassette_recorded_before_reply_ids_replays_them_as_unknown() -> None:
+    from pathlib import Path
+
+    from loopstate.engine.model import ModelResponse
+    from loopstate.engine.recording.cassette import Cassette
+
+    path = Path(__file__).with_name("cassettes") / (
+        "test_a_committed_cassette_replays_with_no_tool_run.jsonl"
+    )
+    assert "response_id" not in path.read_text()  # written before ModelResponse had one
+    turns = [r for r in Cassette.load(path).records if r.get("kind") == "model"]
+    assert turns
+    replies = [ModelResponse.model_validate(turn["response"]) for turn in turns]
+    assert all(reply.response_id is None for reply in replies)

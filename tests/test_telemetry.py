@@ -79,6 +79,9 @@ async def test_a_run_is_one_trace_of_agent_model_and_tool_spans(exporter):
     assert first.attributes["gen_ai.usage.output_tokens"] == 7
     assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    # the server's reply id, through litellm (the first call) and the fast path (the second)
+    assert first.attributes["gen_ai.response.id"] == "chatcmpl-test"
+    assert second.attributes["gen_ai.response.id"] == "chatcmpl-test"
 
     tools = {s.name: s for s in spans if s.name.startswith("execute_tool")}
     assert set(tools) == {"execute_tool lookup", "execute_tool write", "execute_tool writer"}
@@ -251,6 +254,7 @@ async def test_an_approval_span_names_the_decision_it_remembers_and_the_one_it_c
 
 async def test_cached_and_reasoning_tokens_and_the_answering_model_are_recorded(exporter):
     body = openai_body(text_reply("Thought it through."), "o3-mini-2025-01-31")
+    body["id"] = "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG"
     body["usage"] |= {
         "prompt_tokens": 120,
         "completion_tokens": 40,
@@ -270,6 +274,7 @@ async def test_cached_and_reasoning_tokens_and_the_answering_model_are_recorded(
     assert chat.attributes["gen_ai.usage.output_tokens"] == 40
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 100
     assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 30
+    assert chat.attributes["gen_ai.response.id"] == "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG"
 
 
 class Yielding:

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.logs import get_logger
@@ -24,15 +24,8 @@ from loopstate.engine.models.litellm_stream import stream_reply
 from loopstate.engine.models.wire import provider_messages
 from loopstate.engine.streaming import DeltaListener
 
-if TYPE_CHECKING:  # imports openai: loaded with litellm on the first call, not with loopstate
-    from loopstate.engine.models.anthropic_client import RecordingHandler
-    from loopstate.engine.models.anthropic_direct import ThinAnthropic
-    from loopstate.engine.models.openai_client import DirectPayloadClient
-    from loopstate.engine.models.openai_direct import ThinCall
-    from loopstate.engine.models.openai_stream import ThinStream
+if TYPE_CHECKING:
     from loopstate.engine.models.provider_path import ProviderPath
-
-    Client: TypeAlias = DirectPayloadClient | RecordingHandler | Any
 
 T = TypeVar("T")
 
@@ -59,18 +52,6 @@ def _import_litellm() -> Any:
     return litellm
 
 
-def _capturing() -> AbstractContextManager[list[tuple[str, Any]]]:
-    from loopstate.engine.models.openai_client import capturing
-
-    return capturing()
-
-
-def _closed(client: Client | None) -> bool:
-    if client is None:
-        return False
-    return bool(client.is_closed())  # every client here says
-
-
 class LiteLLMModel:
     """Any litellm model: `LiteLLMModel("openai/gpt-4o-mini", temperature=0)`.
 
@@ -81,11 +62,11 @@ class LiteLLMModel:
     or `max_retries` (a retry is another paid model call, so it is your decision; litellm's
     OpenAI client would otherwise retry twice with backoff).
 
-    An `openai/` model with an explicit `api_base` and `api_key` repeats, after its first call,
-    only the per-call part of litellm's work (`openai_direct.py`: the same request and reply;
-    `openai_stream.py` for `stream`: the same request, deltas and reply without litellm's
-    per-chunk wrapper); so does an `anthropic/` model's `complete` (`anthropic_direct.py`).
-    `direct=False` sends every call through `litellm.acompletion`.
+    A model of a provider litellm drives through its provider-config contract (OpenAI,
+    Anthropic, Groq, DeepSeek, xAI, Mistral, OpenRouter: `provider_path.PROVIDERS`) with an
+    explicit `api_key` repeats, after the first call of a request shape, only the per-call
+    part of litellm's work (`provider_path.py`: the same request bytes, reply, cost and
+    errors), streamed or not. `direct=False` sends every call through `litellm.acompletion`.
     """
 
     def __init__(
@@ -99,11 +80,9 @@ class LiteLLMModel:
         """How long a streamed call may go without a chunk before it fails (`ModelError`)."""
         self._origin: Origin | None = None
         # Per event loop: an httpx connection pool belongs to the loop that opened it.
-        self._client: tuple[asyncio.AbstractEventLoop, Client | None] | None = None
+        self._path: ProviderPath | None = None
         self._fast_on = direct
         """The fast path is used: `direct` asked for it and it has not failed (`_disable`)."""
-        self._thin: ThinCall | ThinAnthropic | ProviderPath | None = None
-        self._streamer: tuple[DirectPayloadClient, ThinStream] | None = None
         self.settings: dict[str, Any] = settings
         """Read by the recorder, which keeps credentials out of cassettes."""
 
@@ -117,17 +96,15 @@ class LiteLLMModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         litellm = _import_litellm()
-        thin = self._fast(self._thin_path)
-        if thin is not None:
-            raw = await self._fast_call(thin.complete(request, self.origin, self._name))
-            if isinstance(raw, ModelResponse):
-                return raw  # a plain reply, read by the thin path
-            if raw is not None:
-                return read_reply(raw, self.origin)
+        path = self._fast(self._fast_path)
+        if path is not None:
+            reply = await self._fast_call(path.complete(request, self.origin, self._name))
+            if reply is not None:
+                return reply
         raw, captured = await self._through_litellm(litellm, self._arguments(request))
         reply = read_reply(raw, self.origin)
-        if thin is not None and self._fast_on:
-            self._fast(lambda: thin.remember(request, captured, raw))
+        if path is not None and self._fast_on:
+            self._fast(lambda: path.remember(request, captured, raw))
         return reply
 
     def _fast(self, part: Callable[[], T]) -> T | None:
@@ -157,14 +134,9 @@ class LiteLLMModel:
     def _disable(self, exc: BaseException) -> None:
         """Every later call of this model goes through `litellm.acompletion`; said once."""
         self._fast_on = False
-        self._client = None
+        self._path = None
         reason = f"{type(exc).__name__}: {exc}"
         get_logger().warning("fast_path_disabled", model=self._name, reason=reason)
-
-    def _thin_path(self) -> ThinCall | ThinAnthropic | ProviderPath | None:
-        if self._direct_client() is None:
-            return None
-        return self._thin
 
     async def _through_litellm(
         self, litellm: Any, arguments: dict[str, Any]
@@ -179,12 +151,9 @@ class LiteLLMModel:
         return raw, captured
 
     def _capturing(self) -> AbstractContextManager[list[Any]]:
-        """What litellm hands the fast path's client, recorded (the fast path's template)."""
-        if self._fast_on and self._client is not None and self._client[1] is not None:
-            own = getattr(self._thin, "capturing", None)
-            capturing: AbstractContextManager[list[Any]] | None = self._fast(
-                own if callable(own) else _capturing
-            )
+        """What litellm sends through the fast path's client, recorded (its template)."""
+        if self._fast_on and self._path is not None:
+            capturing = self._fast(self._path.capturing)
             if capturing is not None:
                 return capturing
         return nullcontext([])
@@ -193,34 +162,18 @@ class LiteLLMModel:
         """`complete`, streamed: deltas reported as they arrive, the same reply returned
         (with usage and cost). A truncated, dropped or stalled stream is a `ModelError`."""
         litellm = _import_litellm()
-        thin = self._fast(self._thin_stream)
-        if thin is not None:
-            reply = await self._fast_call(thin.stream(request, self.origin, listener, self.stall_s))
+        path = self._fast(self._fast_path)
+        if path is not None:
+            reply = await self._fast_call(path.stream(request, self.origin, listener, self.stall_s))
             if reply is not None:
                 return reply
         with self._capturing() as captured:
             reply = await stream_reply(
                 litellm, self._arguments(request), self.origin, listener, self.stall_s
             )
-        if thin is not None and self._fast_on:
-            self._fast(lambda: thin.remember_stream(request, captured))
+        if path is not None and self._fast_on:
+            self._fast(lambda: path.remember_stream(request, captured))
         return reply
-
-    def _thin_stream(self) -> ThinStream | None:
-        """The streamed thin path (`openai_stream.py`), over the same client as `_thin`; an
-        Anthropic model streams through litellm."""
-        from loopstate.engine.models.openai_client import DirectPayloadClient
-
-        self._thin_path()
-        client = None if self._client is None else self._client[1]
-        if not isinstance(client, DirectPayloadClient):
-            return None
-        if self._streamer is None or self._streamer[0] is not client:
-            from loopstate.engine.models.openai_stream import ThinStream
-
-            thin = ThinStream(_import_litellm(), client, self._name, self.settings)
-            self._streamer = (client, thin)
-        return self._streamer[1]
 
     @property
     def origin(self) -> Origin:
@@ -239,53 +192,28 @@ class LiteLLMModel:
         except Exception:  # litellm does not know it: the name's prefix is what it routes by
             return self._name.split("/", 1)[0]
 
-    def _direct_client(self) -> Client | None:
-        loop = asyncio.get_running_loop()
-        # litellm closes its pool when its cache lets its client go (after an hour): then the
-        # client is built again over litellm's new one.
-        if self._client is None or self._client[0] is not loop or _closed(self._client[1]):
-            self._client = (loop, self._new_client())
-        return self._client[1]
-
-    def _new_client(self) -> Client | None:
-        """The client litellm is handed for this model, and the thin path over it."""
-        litellm, provider = _import_litellm(), self.origin.provider
-        self._thin = None
-        if provider == "openai":
-            from loopstate.engine.models.openai_client import direct_payload_client
-
-            client = direct_payload_client(litellm, provider, self.settings)
-            if client is not None:
-                from loopstate.engine.models.openai_direct import ThinCall
-
-                self._thin = ThinCall(litellm, client, self._name, self.settings)
-            return client
+    def _fast_path(self) -> ProviderPath | None:
+        """The fast path of this model on this event loop, or None: not eligible."""
         from loopstate.engine.models.provider_path import PROVIDERS, eligible, provider_path
 
+        path = self._path
+        if path is not None and path.loop is asyncio.get_running_loop() and not path.is_closed():
+            return path
+        self._path = None
+        litellm, provider = _import_litellm(), self.origin.provider
         key = self.settings.get("api_key")
         if provider in PROVIDERS and isinstance(key, str) and eligible(litellm, self.settings):
-            path = provider_path(litellm, self._name, self.origin, self.settings)
-            self._thin = path
-            return path
-        if provider != "anthropic":
-            return None
-        from loopstate.engine.models.anthropic_client import anthropic_handler
-
-        handler = anthropic_handler(litellm, provider, self.settings)
-        if handler is not None:
-            from loopstate.engine.models.anthropic_direct import ThinAnthropic
-
-            self._thin = ThinAnthropic(litellm, handler, self._name, self.settings)
-        return handler
+            self._path = provider_path(litellm, self._name, self.origin, self.settings)
+        return self._path
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = dict(self.settings)
         if "num_retries" not in arguments and "max_retries" not in arguments:
             arguments["num_retries"] = 0
         arguments["model"] = self._name
-        client = self._fast(self._direct_client)
-        if client is not None:  # a provider path hands litellm its HTTP handler
-            arguments["client"] = getattr(client, "handler", client)
+        path = self._fast(self._fast_path)
+        if path is not None:  # litellm posts through the fast path's client (recorded)
+            arguments["client"] = path.handler
         arguments["messages"] = provider_messages(request.messages, self.origin)
         if request.tools:
             arguments["tools"] = [d.to_wire() for d in request.tools]

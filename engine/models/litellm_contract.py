@@ -4,15 +4,14 @@ documented public API: each name here, with why it is needed and what happens if
 The rule (tests/test_model_contract.py checks it by reading the source): a module of
 `engine/models/` uses litellm and the SDK through their public API (`litellm.acompletion`,
 `litellm.stream_chunk_builder`, `litellm.get_llm_provider`, the exceptions litellm raises,
-...), and anything else only through this module, so an upgrade's breakage is found in one
-place. The fast paths (`openai_client`, `openai_direct`, `openai_stream`, `anthropic_client`,
-`anthropic_direct`, `anthropic_history`, `litellm_price`) still borrow on their own: issue 28
-replaces them with one path on litellm's provider-config contract, borrowing through here.
-The test lists them and fails if any other module starts borrowing, or this one holds more
-than 8 names.
+the provider config objects' contract: `ProviderConfigManager.get_provider_chat_config`,
+`transform_request`, `transform_response`, `get_model_response_iterator`, ...), and anything
+else only through this module, so an upgrade's breakage is found in one place. The test fails
+if any other module borrows, or this one holds more than 8 names.
 
-Every borrowed name is read defensively: when it is gone, the caller gets the answer it
-would give without it (an unknown cost), never an exception from here.
+A borrowed name that is gone raises here (ImportError, AttributeError): `LiteLLMModel` then
+turns its fast path off for the process and calls `litellm.acompletion` (`fast_path_disabled`);
+`response_cost` alone reads defensively (an unknown cost).
 """
 
 from __future__ import annotations
@@ -46,3 +45,75 @@ def http_handler(transport: Any) -> Any:
     from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
     return AsyncHTTPHandler(transport=transport)
+
+
+def litellm_transport() -> Any:
+    """The httpx transport litellm's own clients send on (aiohttp's unless litellm is told
+    otherwise): `AsyncHTTPHandler.create_async_transport`, of the class borrowed above."""
+    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+    return AsyncHTTPHandler.create_async_transport()
+
+
+_PER_CALL = (
+    "callbacks", "success_callback", "failure_callback", "_async_success_callback",
+    "_async_failure_callback", "input_callback", "service_callback", "headers", "cache",
+    "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
+    "modify_params",
+)  # fmt: skip
+
+
+def no_per_call_work(litellm: Any) -> bool:
+    """Whether litellm's globals ask nothing per call that the fast path would skip (no
+    callbacks, cache, global headers, aliases, parameter dropping or rewriting).
+
+    Borrowed: `litellm._async_success_callback` and `litellm._async_failure_callback`, where
+    litellm keeps the async callbacks it was given (they are set there, not in the public
+    lists): read only, a call with any of them goes through `acompletion`.
+    """
+    return not any(getattr(litellm, name, None) for name in _PER_CALL)
+
+
+def stream_iterator(config: Any, provider: str, lines: Any) -> Any:
+    """The iterator litellm reads a provider's SSE lines with: the config's
+    `get_model_response_iterator` (the contract's), or for Anthropic the one its handler uses.
+
+    Borrowed: `litellm.llms.anthropic.chat.handler.ModelResponseIterator`: Anthropic's config
+    gives no iterator of its own (its handler builds this one), and its chunks carry the
+    thinking blocks, tool uses and usage exactly as litellm's own stream does.
+    """
+    if provider == "anthropic":
+        from litellm.llms.anthropic.chat.handler import ModelResponseIterator
+
+        return ModelResponseIterator(streaming_response=lines, sync_stream=False, json_mode=False)
+    return config.get_model_response_iterator(
+        streaming_response=lines, sync_stream=False, json_mode=False
+    )
+
+
+def output_limit_reply(response: Any, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The reply litellm makes of an OpenAI 400 saying the output budget fits no token (an
+    empty reply cut at `length`, the prompt's tokens estimated), as JSON; None for any other.
+
+    Borrowed: `litellm.llms.openai.common_utils.is_output_token_limit_error` and
+    `build_output_token_limit_response`, which litellm's OpenAI handler applies to such a 400
+    (GPT-5 answers a slightly larger budget with that reply, so litellm makes both alike).
+    """
+    import openai
+    from litellm.llms.openai.common_utils import (
+        build_output_token_limit_response,
+        is_output_token_limit_error,
+    )
+
+    try:
+        error = response.json()
+    except ValueError:
+        return None
+    exc = openai.BadRequestError(f"Error code: 400 - {error}", response=response, body=error)
+    if not is_output_token_limit_error(exc):
+        return None
+    _, completion = build_output_token_limit_response(
+        e=exc, data=body, is_async=True, base_model=None
+    )
+    dumped: dict[str, Any] = completion.model_dump()  # type: ignore[union-attr]
+    return dumped

@@ -25,8 +25,22 @@ _TOP_LEVEL_EXTRAS = ("reasoning_details",)
 _KEPT = object()
 
 
-def read_reply(raw: Any, origin: Origin, cost: float | object | None = _KEPT) -> ModelResponse:
-    """`raw` (litellm's reply) as a `ModelResponse`; its cost as litellm kept it, or `cost`."""
+def provider_id(raw: Any, origin: Origin) -> str | None:
+    """The provider's id of reply `raw` (litellm's), where litellm keeps it: OpenAI-compatible
+    replies keep theirs (`chatcmpl-...`); litellm gives an Anthropic reply an id of its own
+    (a random `chatcmpl-...`: the `msg_...` is lost), so that one is None. The fast path reads
+    the provider's id from the reply itself, Anthropic's included."""
+    if origin.provider == "anthropic":
+        return None
+    found = getattr(raw, "id", None)
+    return found if isinstance(found, str) and found else None
+
+
+def read_reply(
+    raw: Any, origin: Origin, cost: float | object | None = _KEPT, response_id: object = _KEPT
+) -> ModelResponse:
+    """`raw` (litellm's reply) as a `ModelResponse`; its cost as litellm kept it, or `cost`;
+    its id as `provider_id` finds it, or `response_id`."""
     try:
         choice = raw.choices[0]
         return ModelResponse(
@@ -34,6 +48,7 @@ def read_reply(raw: Any, origin: Origin, cost: float | object | None = _KEPT) ->
             usage=usage_of(raw, cost),
             model=getattr(raw, "model", None) or origin.model,
             finish_reason=getattr(choice, "finish_reason", None),
+            response_id=provider_id(raw, origin) if response_id is _KEPT else response_id,
         )
     except (AttributeError, IndexError, TypeError, ValidationError) as exc:
         raise ModelError(

@@ -22,7 +22,7 @@ from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelResponse
 from loopstate.engine.models.litellm_errors import model_error
-from loopstate.engine.models.litellm_reply import read_reply
+from loopstate.engine.models.litellm_reply import provider_id, read_reply
 from loopstate.engine.streaming import DeltaListener
 
 _NOT_REPORTED = object()
@@ -51,7 +51,7 @@ async def stream_reply(
     raw = assemble(litellm, chunks, arguments["messages"])
     if raw is None:
         raise ModelError(f"model {model} failed: the stream had no chunks", error_type="truncated")
-    return read_reply(raw, origin)
+    return read_reply(raw, origin, response_id=provider_id(raw, origin))
 
 
 async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float) -> list[Any]:
@@ -63,7 +63,7 @@ async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float
         async with deadline:
             async for chunk in stream:
                 chunks.append(chunk)
-                await _report(chunk, listener)
+                await report(chunk, listener)
                 deadline.reschedule(loop.time() + stall_s)
     except TimeoutError as exc:
         if not deadline.expired():
@@ -95,10 +95,11 @@ def _ended_early(exc: BaseException | None) -> bool:
     return False
 
 
-async def _report(chunk: Any, listener: DeltaListener) -> None:
+async def report(chunk: Any, listener: DeltaListener) -> bool:
+    """Report one chunk's deltas; whether it carries the finish reason."""
     choices = getattr(chunk, "choices", None)
     if not choices:
-        return  # the usage chunk
+        return False  # the usage chunk
     delta = choices[0].delta
     text = getattr(delta, "content", None)
     if text:
@@ -111,6 +112,7 @@ async def _report(chunk: Any, listener: DeltaListener) -> None:
             getattr(function, "name", None) or None,
             getattr(function, "arguments", None) or "",
         )
+    return getattr(choices[0], "finish_reason", None) is not None
 
 
 async def _close(stream: Any) -> None:

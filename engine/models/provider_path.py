@@ -1,32 +1,17 @@
-"""The fast path on litellm's provider-config contract, for the OpenAI-compatible providers
-litellm drives through its base HTTP handler (`PROVIDERS`: Groq, DeepSeek, xAI, Mistral,
-OpenRouter).
+"""The one fast path, on litellm's provider-config contract, for every provider in `PROVIDERS`
+(OpenAI, Anthropic, and the OpenAI-compatible ones litellm's base HTTP handler drives).
 
-litellm's base handler (`llm_http_handler.py`) drives such a provider with its config object
-(`ProviderConfigManager.get_provider_chat_config`): `validate_environment` (headers),
-`get_complete_url`, `transform_request` (the body, posted as `json.dumps`), then
-`transform_response`. `litellm.acompletion` adds ~5 ms of CPU a call around that, and its
-transform walks the whole history each call. Here:
-
-- the model owns one HTTP client: litellm's `AsyncHTTPHandler` over a transport of ours
-  (`Recorder`, an httpx transport: httpx's public API for it), handed to `acompletion` as its
-  `client`, so litellm's first call of a request shape is recorded as it went out (URL,
-  headers, timeout, body) - with every provider-specific default litellm applied;
-- a later call of the same shape (tools, tool choice) sends that request again with only
-  `messages` changed: the messages sent last time for the history's earlier part, and the
-  config's `transform_request` of the messages the history gained (per message for plain
-  text and tool messages, `_plain`), encoded as litellm encodes them (`json.dumps`): the
-  same bytes on the wire;
-- the reply is read by the config's `transform_response`, then `litellm_reply.read_reply`,
-  priced by `litellm.completion_cost` (checked on the first call: a shape whose cost differs
-  from litellm's own is not kept);
-- an error status is a `ModelError` built from the status, the provider's error body and its
-  retry-after; a timeout or a failed connection the same as litellm's (`timeout`,
-  `connection`). Anything else (a changed contract) goes back to `LiteLLMModel`, which turns
-  the fast path off and calls `acompletion`.
-
-Streaming, and providers that sign requests or resolve credentials per call (Bedrock,
-Vertex, SageMaker, Azure AD: `SIGNED`), stay on `acompletion`.
+litellm drives a provider with its config object: headers, URL, `transform_request`, then
+`transform_response` or a stream iterator; `acompletion` adds ~5 ms of CPU a call around that
+and transforms the whole history each call. Here the model's own HTTP client (a `Recorder`
+transport, handed to `acompletion` as its `client`) records litellm's first request of a
+shape; later calls resend it with only the history's fields changed (`provider_history.py`),
+encoded as litellm encoded them: the same bytes. Replies are read by `transform_response`
+and priced by `litellm.completion_cost` (a shape whose cost differs from litellm's own is not
+kept), streams by `provider_stream.py`; an error status is a `ModelError` of the status, the
+error body and retry-after. Anything else (a changed contract) goes back to `LiteLLMModel`,
+which turns the fast path off. `SIGNED` providers stay on `acompletion`, as does any model
+without an explicit `api_key` or with `direct=False`.
 """
 
 from __future__ import annotations
@@ -34,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import re
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -43,15 +29,21 @@ from typing import Any
 import httpx
 
 from loopstate.engine.errors import ModelError
-from loopstate.engine.messages import Message, Origin
+from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
-from loopstate.engine.models.history_cache import HistoryCache
-from loopstate.engine.models.litellm_contract import http_handler, response_cost
+from loopstate.engine.models.litellm_contract import (
+    http_handler,
+    litellm_transport,
+    no_per_call_work,
+    output_limit_reply,
+    response_cost,
+)
 from loopstate.engine.models.litellm_errors import retry_after
 from loopstate.engine.models.litellm_reply import read_reply
-from loopstate.engine.models.wire import provider_messages
+from loopstate.engine.models.provider_history import Histories
+from loopstate.engine.streaming import DeltaListener
 
-PROVIDERS = frozenset({"groq", "deepseek", "xai", "mistral", "openrouter"})
+PROVIDERS = frozenset({"openai", "anthropic", "groq", "deepseek", "xai", "mistral", "openrouter"})
 SIGNED = frozenset({"bedrock", "vertex_ai", "vertex_ai_beta", "sagemaker", "azure", "azure_ai"})
 """Stay on `acompletion`: their requests are signed or their credentials resolved per call."""
 
@@ -61,22 +53,17 @@ _SETTINGS = frozenset(
         "api_base", "api_key", "organization", "temperature", "top_p", "max_tokens",
         "max_completion_tokens", "seed", "stop", "timeout", "extra_headers", "extra_body",
         "presence_penalty", "frequency_penalty", "parallel_tool_calls", "user",
-        "reasoning_effort", "response_format", "logit_bias", "num_retries",
+        "reasoning_effort", "response_format", "logit_bias", "num_retries", "thinking",
     }
 )  # fmt: skip
-# litellm globals that add per-call work the thin path does not repeat.
-_EMPTY_GLOBALS = (
-    "callbacks", "success_callback", "failure_callback", "_async_success_callback",
-    "_async_failure_callback", "input_callback", "service_callback", "headers", "cache",
-    "drop_params", "model_alias_map", "add_function_to_prompt", "openai_system_messages_first",
-)  # fmt: skip
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # every provider takes it as it is
 
 
 def eligible(litellm: Any, settings: dict[str, Any]) -> bool:
-    """The settings and litellm's globals leave nothing per call the thin path skips."""
+    """The settings and litellm's globals leave nothing per call the fast path skips."""
     if not settings.keys() <= _SETTINGS or settings.get("num_retries", 0) != 0:
         return False
-    return not any(getattr(litellm, name, None) for name in _EMPTY_GLOBALS)
+    return no_per_call_work(litellm)
 
 
 _sent: contextvars.ContextVar[list[httpx.Request] | None] = contextvars.ContextVar(
@@ -84,12 +71,27 @@ _sent: contextvars.ContextVar[list[httpx.Request] | None] = contextvars.ContextV
 )
 
 
+# One transport of litellm's own kind per event loop, shared by the fast paths on it and kept
+# for the process, as litellm keeps its own clients (a pool belongs to the loop that opened it).
+_TRANSPORTS: dict[asyncio.AbstractEventLoop, httpx.AsyncBaseTransport] = {}
+
+
+def _transport() -> httpx.AsyncBaseTransport:
+    loop = asyncio.get_running_loop()
+    transport = _TRANSPORTS.get(loop)
+    if transport is None:
+        transport = _TRANSPORTS[loop] = litellm_transport() or httpx.AsyncHTTPTransport()
+    return transport
+
+
 class Recorder(httpx.AsyncBaseTransport):
-    """An httpx transport that sends on a real one and records what is sent while a
-    `recording` is open in the sending task."""
+    """An httpx transport that sends on litellm's kind of transport (aiohttp's, unless
+    litellm is told otherwise: a cancelled stream's connection is closed at once, as
+    litellm's own are) and records what is sent while a `recording` is open in the sending
+    task."""
 
     def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
+        self._inner = _transport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent = _sent.get()
@@ -98,7 +100,7 @@ class Recorder(httpx.AsyncBaseTransport):
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        """The shared transport stays open for the loop's other fast paths."""
 
 
 @contextmanager
@@ -114,30 +116,34 @@ def recording() -> Iterator[list[httpx.Request]]:
 @dataclass(frozen=True)
 class Template:
     """One request shape as litellm sent it: every call of the shape sends the same, but for
-    the body's `messages`."""
+    the body's history fields (`messages`, Anthropic's `system`)."""
 
     request: httpx.Request
     body: dict[str, Any]
     tools: tuple[ToolDefinition, ...]
+    compact: bool
+    """Encoded as httpx and the OpenAI SDK encode JSON (else as litellm's `json.dumps`)."""
 
-    def send(self, client: httpx.AsyncClient, messages: list[Any]) -> Any:
-        body = {k: messages if k == "messages" else v for k, v in self.body.items()}
-        content = json.dumps(body).encode()
-        headers = [(k, v) for k, v in self.request.headers.raw if k.lower() != b"content-length"]
+    def build(self, client: httpx.AsyncClient, fields: dict[str, Any]) -> httpx.Request:
+        body = {k: fields.get(k, v) for k, v in self.body.items()}
+        content = encoded(body, compact=self.compact)
+        headers = [
+            (k, v)
+            for k, v in self.request.headers.raw
+            if k.lower() not in (b"content-length", b"cookie")
+        ]
         request = httpx.Request(
             "POST", self.request.url, headers=headers, content=content,
             extensions=dict(self.request.extensions),
         )  # fmt: skip
-        return client.send(request)
+        client.cookies.set_cookie_header(request)  # the pool's cookies as they are now
+        return request
 
 
-@dataclass(frozen=True)
-class _Sent:
-    """A history as last sent: its messages, their call ids on the wire, the dicts sent."""
-
-    source: tuple[Message, ...]
-    wire_ids: dict[str, str]
-    sent: list[Any]
+def encoded(body: dict[str, Any], *, compact: bool) -> bytes:
+    if compact:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(body).encode()
 
 
 class _NoLogging:
@@ -150,70 +156,127 @@ class _NoLogging:
         pass
 
 
-def _plain(messages: list[dict[str, Any]]) -> bool:
-    """Text and tool messages without a developer role: transformed message by message."""
-    return all(
-        m.get("role") != "developer" and isinstance(m.get("content"), str | None) for m in messages
-    )
-
-
-def _shape(request: ModelRequest) -> tuple[bool, str]:
-    return bool(request.tools), request.tool_choice if request.tools else ""
+def _shape(request: ModelRequest, streamed: bool) -> tuple[bool, str, bool]:
+    return bool(request.tools), request.tool_choice if request.tools else "", streamed
 
 
 class ProviderPath:
     """The fast path of one `LiteLLMModel` of a provider in `PROVIDERS`."""
 
     def __init__(self, litellm: Any, name: str, origin: Origin, settings: dict[str, Any]) -> None:
-        self._litellm = litellm
+        self.litellm = litellm
         self._origin = origin
         self.loop = asyncio.get_running_loop()
         """An HTTP client's pool belongs to the event loop that opened it."""
         self._name = name
-        self._provider = origin.provider
+        self.provider = origin.provider
         self._settings = settings
-        self.handler = http_handler(Recorder())
-        """Handed to `acompletion` as its `client`: litellm's handler over our transport."""
+        self.handler: Any
+        """Handed to `acompletion` as its `client`: litellm's handler over our transport (its
+        client keeps no cookies); for `openai/`, an `AsyncOpenAI` over a client like the one
+        litellm builds for it (cookies kept, redirects followed)."""
+        self.client: httpx.AsyncClient
+        if self.provider != "openai":
+            self.handler = http_handler(Recorder())
+            self.client = self.handler.client
+        else:
+            from openai import AsyncOpenAI
+
+            self.client = httpx.AsyncClient(transport=Recorder(), follow_redirects=True)
+            # The SDK >= 3 types its client as its `httpx2` fork's; it sends with the one given.
+            given: Any = self.client
+            self.handler = AsyncOpenAI(
+                api_key=settings["api_key"], base_url=settings.get("api_base"),
+                organization=settings.get("organization"), http_client=given,
+                max_retries=0,  # litellm sets the call's own retries on the client it is given
+            )  # fmt: skip
         self._config: Any = None
-        self._templates: dict[tuple[bool, str], Template] = {}
-        self._histories = HistoryCache(_Sent((), {}, []))
+        self._templates: dict[tuple[bool, str, bool], Template] = {}
+        self._histories: Histories | None = None
 
     def is_closed(self) -> bool:
-        return bool(self.handler.client.is_closed)
+        return bool(self.client.is_closed)
 
     def capturing(self) -> AbstractContextManager[list[httpx.Request]]:
         return recording()
 
+    def _admits(self, request: ModelRequest) -> bool:
+        return eligible(self.litellm, self._settings) and all(
+            _TOOL_NAME.match(t.name) for t in request.tools
+        )
+
     def remember(self, request: ModelRequest, captured: list[Any], raw: Any) -> None:
         """Keep litellm's request for `request` as its shape's template, if the reply is
         priced here as litellm priced it."""
-        if len(captured) != 1 or not eligible(self._litellm, self._settings):
+        if raw is not None and self.cost(raw) != response_cost(raw):
+            return
+        self._keep(request, captured, streamed=False)
+
+    def remember_stream(self, request: ModelRequest, captured: list[Any]) -> None:
+        self._keep(request, captured, streamed=True)
+
+    def _keep(self, request: ModelRequest, captured: list[Any], *, streamed: bool) -> None:
+        if len(captured) != 1 or not self._admits(request):
             return
         sent: httpx.Request = captured[0]
         body = json.loads(sent.content)
-        wire_ids: dict[str, str] = {}
-        wire = provider_messages(request.messages, self._origin, wire_ids)
-        if not isinstance(body, dict) or len(body.get("messages") or ()) != len(wire):
+        if not isinstance(body, dict) or bool(body.get("stream")) != streamed:
             return
-        if not _plain(wire) or self._cost(raw) != response_cost(raw):
-            return
-        self._templates[_shape(request)] = Template(sent, body, request.tools)
-        self._histories.keep(_Sent(request.messages, wire_ids, list(body["messages"])))
+        compact = encoded(body, compact=True) == sent.content
+        if not compact and encoded(body, compact=False) != sent.content:
+            return  # sent in an encoding of its own
+        if self._history().remember(request.messages, self._origin, body):
+            template = Template(sent, body, request.tools, compact)
+            self._templates[_shape(request, streamed)] = template
+
+    def _history(self) -> Histories:
+        if self._histories is None:
+            self._histories = Histories(self.contract(), self.provider == "anthropic")
+        return self._histories
+
+    def _request(self, request: ModelRequest, streamed: bool) -> httpx.Request | None:
+        """The call's request, or None: it must go through litellm."""
+        template = self._templates.get(_shape(request, streamed))
+        if template is None or template.tools != request.tools or not self._admits(request):
+            return None
+        self.contract()  # a changed contract is found before sending, not after
+        fields = self._history().fields(request.messages, self._origin, template.body["model"])
+        if fields is None or any(
+            (v is None) != (k not in template.body) for k, v in fields.items()
+        ):
+            return None
+        return template.build(self.client, fields)
 
     async def complete(
         self, request: ModelRequest, origin: Origin, name: str
     ) -> ModelResponse | None:
         """The call's reply, or None: it must go through litellm."""
-        template = self._templates.get(_shape(request))
-        if template is None or template.tools != request.tools:
+        sending = self._request(request, streamed=False)
+        if sending is None:
             return None
-        if not eligible(self._litellm, self._settings):
+        body = json.loads(sending.content)
+        response = await self.send(sending, stream=False, body=body)
+        return self._read(response, body, origin)
+
+    async def stream(
+        self, request: ModelRequest, origin: Origin, listener: DeltaListener, stall_s: float
+    ) -> ModelResponse | None:
+        """The streamed reply, or None: it must go through litellm."""
+        sending = self._request(request, streamed=True)
+        if sending is None:
             return None
-        messages = self._messages(request, origin, template.body["model"])
-        if messages is None:
-            return None
+        from loopstate.engine.models.provider_stream import stream_reply
+
+        body = json.loads(sending.content)
+        return await stream_reply(self, sending, body, origin, listener, stall_s)
+
+    async def send(
+        self, request: httpx.Request, *, stream: bool, body: dict[str, Any] | None = None
+    ) -> httpx.Response:
+        """`request` sent; an error status, a timeout or a failed connection a `ModelError`
+        (but the 400 litellm makes an empty reply of, for a call's `body`)."""
         try:
-            response = await template.send(self.handler.client, messages)
+            response = await self.client.send(request, stream=stream)
         except httpx.TimeoutException as exc:
             message = f"model {self._name} failed: Timeout: {exc}"
             raise ModelError(message, error_type="timeout") from exc
@@ -223,62 +286,68 @@ class ProviderPath:
                 error_type="connection",
             ) from exc
         if response.status_code >= 400:
-            raise _status_error(self._name, response)
-        return self._read(response, template, messages, origin)
-
-    def _messages(self, request: ModelRequest, origin: Origin, model: str) -> list[Any] | None:
-        last = self._histories.last(request.messages)
-        wire_ids = dict(last.wire_ids)
-        new = provider_messages(request.messages[len(last.source) :], origin, wire_ids)
-        if not _plain(new):
-            return None
-        done = self._contract().transform_request(
-            model=model, messages=new, optional_params={}, litellm_params={}, headers={}
-        )["messages"]
-        messages = [*last.sent, *done]
-        self._histories.keep(_Sent(request.messages, wire_ids, messages))
-        return messages
+            if stream:
+                await response.aread()
+                await response.aclose()
+            if response.status_code == 400 and self.provider == "openai" and body is not None:
+                made = output_limit_reply(response, body)
+                if made is not None:
+                    made_by = {"loopstate_made": True}  # litellm's own reply: its id is random
+                    return httpx.Response(200, json=made, extensions=made_by)
+            raise status_error(self._name, response)
+        return response
 
     def _read(
-        self, response: httpx.Response, template: Template, messages: list[Any], origin: Origin
+        self, response: httpx.Response, body: dict[str, Any], origin: Origin
     ) -> ModelResponse:
         try:
             reply = json.loads(response.content)
         except ValueError:
             reply = None
-        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
+        shape = "content" if self.provider == "anthropic" else "choices"
+        if not isinstance(reply, dict) or not isinstance(reply.get(shape), list):
             raise ModelError(  # a proxy's page, or JSON that is no completion
                 f"model {self._name} failed: the reply is no completion: {response.text[:200]!r}",
                 error_type="bad_response",
             )
-        body = template.body
         optional = {k: v for k, v in body.items() if k not in ("model", "messages")}
-        raw = self._contract().transform_response(
+        raw = self.contract().transform_response(
             model=body["model"], raw_response=response,
-            model_response=self._litellm.ModelResponse(), logging_obj=_NoLogging(),
-            request_data={**body, "messages": messages},
-            messages=messages, optional_params=optional, litellm_params={}, encoding=None,
-            api_key=self._settings.get("api_key"), json_mode=False,
+            model_response=self.litellm.ModelResponse(), logging_obj=_NoLogging(),
+            request_data=body, messages=body["messages"], optional_params=optional,
+            litellm_params={}, encoding=None, api_key=self._settings.get("api_key"),
+            json_mode=False,
         )  # fmt: skip
-        return read_reply(raw, origin, cost=self._cost(raw))
+        reply_id = None if response.extensions.get("loopstate_made") else reply.get("id")
+        return read_reply(raw, origin, cost=self.cost(raw, response.headers), response_id=reply_id)
 
-    def _cost(self, raw: Any) -> float | None:
+    def cost(self, raw: Any, headers: httpx.Headers | None = None) -> float | None:
+        """The price litellm gives `raw`: a LiteLLM proxy's own (its cost header, which litellm
+        takes), else `completion_cost`'s."""
+        given = None if headers is None else headers.get(COST_HEADER)
+        if given is not None:
+            try:
+                return float(given)
+            except ValueError:
+                pass
         try:
-            cost = self._litellm.completion_cost(
-                completion_response=raw, model=self._name, custom_llm_provider=self._provider
+            cost = self.litellm.completion_cost(
+                completion_response=raw, model=self._name, custom_llm_provider=self.provider
             )
         except Exception:  # litellm's own pricing turns a failure into no cost too
             return None
         return float(cost) if isinstance(cost, int | float) else None
 
-    def _contract(self) -> Any:
+    def contract(self) -> Any:
         if self._config is None:
-            litellm = self._litellm
+            litellm = self.litellm
             self._config = litellm.ProviderConfigManager.get_provider_chat_config(
-                model=self._name.split("/", 1)[-1], provider=litellm.LlmProviders(self._provider)
+                model=self._name.split("/", 1)[-1], provider=litellm.LlmProviders(self.provider)
             )
         return self._config
 
+
+COST_HEADER = "x-litellm-response-cost"
 
 _PATHS: weakref.WeakValueDictionary[tuple[str, str], ProviderPath] = weakref.WeakValueDictionary()
 
@@ -296,7 +365,10 @@ def provider_path(
     return path
 
 
-def _status_error(model: str, response: httpx.Response) -> ModelError:
+_OVERLOADED = 529
+
+
+def status_error(model: str, response: httpx.Response) -> ModelError:
     """The provider's error: its status, its error body's type and message, retry-after."""
     try:
         body = json.loads(response.content)
@@ -304,12 +376,14 @@ def _status_error(model: str, response: httpx.Response) -> ModelError:
         body = {}
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else body if isinstance(body, dict) else {}
-    kind = error.get("code") or error.get("type")
+    kind = next(
+        (k for k in (error.get("code"), error.get("type")) if isinstance(k, str) and k), None
+    )
     message = error.get("message")
     return ModelError(
         f"model {model} failed: HTTP {response.status_code}: {message or response.text[:200]}",
         status=response.status_code,
-        error_type=kind if isinstance(kind, str) and kind else None,
+        error_type=kind,
         provider_message=message if isinstance(message, str) and message else None,
         retry_after=retry_after(response.headers),
     )

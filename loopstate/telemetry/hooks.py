@@ -347,11 +347,8 @@ class OTelHooks(Hooks):
             return
         if response.finish_reason:
             span.set_attribute(names.FINISH_REASONS, (response.finish_reason,))
-        # The provider's reply id, once the model port carries it (ModelResponse has no such
-        # field yet: the adapters of engine/models/ would fill it).
-        response_id = getattr(response, "response_id", None)
-        if response_id:
-            span.set_attribute(names.RESPONSE_ID, response_id)
+        if response.response_id:  # the provider's reply id, where the model port knows it
+            span.set_attribute(names.RESPONSE_ID, response.response_id)
         if self.capture:
             output = response.message.model_dump(mode="json", exclude_none=True)
             span.set_attribute(names.OUTPUT_MESSAGES, json.dumps([output]))

@@ -1,7 +1,7 @@
-"""Plain Anthropic replies read straight from their JSON (`anthropic_plain.py`): over real
-HTTP to a model server on 127.0.0.1, each reply below is read and priced exactly as litellm's
-own path reads and prices it, and the plain ones skip litellm's reading (the rest take it:
-thinking, cache use, citations, server tools, other stop reasons, other keys, ...)."""
+"""Anthropic replies of every shape on the fast path (`provider_path.py`): over real HTTP to
+a model server on 127.0.0.1, each reply below is read and priced exactly as litellm's own path
+reads and prices it (text, tool uses, thinking, cache use, citations, server tools, stop
+reasons, other keys, models and tiers)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ import provider_replies as pr
 import pytest
 from model_server import raw_reply
 from test_anthropic_thin_path import _compare
-from thin_support import reads_of
 
 from loopstate.engine.model import ModelResponse
-from loopstate.engine.models import anthropic_direct
 
 USAGE = {
     "input_tokens": 612, "output_tokens": 48, "cache_creation_input_tokens": 0,
@@ -85,24 +83,15 @@ NOT_PLAIN = {
 }
 
 
-@pytest.fixture
-def plain_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Whether each reply the thin path received was read as plain."""
-    return reads_of(monkeypatch, anthropic_direct, "plain_reply")
-
-
 @pytest.mark.parametrize("case", PLAIN)
-async def test_a_plain_reply_is_read_and_priced_as_litellm_reads_it(
-    case: str, plain_reads: list[bool]
-) -> None:
+async def test_a_reply_is_read_and_priced_as_litellm_reads_it(case: str) -> None:
     thin = await _compare([raw_reply(PLAIN[case])])  # both paths alike, wire and replies
-    assert plain_reads == [True]
     reply = thin[-1]
     assert isinstance(reply, ModelResponse)
     assert reply.usage.cost_usd
+    assert reply.response_id == PLAIN[case]["id"]  # the provider's `msg_...`
 
 
 @pytest.mark.parametrize("case", NOT_PLAIN)
-async def test_any_other_reply_takes_litellms_reading(case: str, plain_reads: list[bool]) -> None:
+async def test_a_reply_of_any_other_shape_is_read_as_litellm_reads_it(case: str) -> None:
     await _compare([raw_reply(NOT_PLAIN[case])])
-    assert plain_reads == [False]

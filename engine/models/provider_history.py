@@ -1,0 +1,149 @@
+"""A history's fields of a provider request (`messages`; Anthropic's `system`), made by the
+config's `transform_request` of only what the history gained since its last call.
+
+litellm transforms the plain messages admitted here (text and tool messages; None fields
+dropped as its `validate_and_fix_openai_messages` drops them) one by one for OpenAI-compatible
+providers. Anthropic's transform walks rounds (user and tool messages, then assistant ones),
+each made into turns from its own messages, and strips trailing whitespace from the very last
+turn only: the turns of closed rounds are kept, and a call transforms the open rounds with the
+leading system messages (which make `system`). `remember` checks a shape's first request
+(litellm's) against the whole history transformed here.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from loopstate.engine.messages import Message, Origin
+from loopstate.engine.models.wire import provider_messages
+
+KEPT = 64
+"""Histories kept (runs sharing one model at once); more, and a history is made whole again."""
+
+_USER = frozenset({"user", "tool", "function"})
+_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"} | {
+    "thinking_blocks", "reasoning_content", "reasoning", "reasoning_details",
+})  # fmt: skip
+_SIGNED_ID = "__thought__"  # litellm's separator of a Gemini thought signature in a call id
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What was made of a history: its messages, their call ids on the wire, the wire
+    messages, the leading system run's count, and the turns of the first `closed`
+    conversation messages (all of them, for an OpenAI-compatible provider)."""
+
+    source: tuple[Message, ...]
+    wire_ids: dict[str, str]
+    wire: tuple[dict[str, Any], ...]
+    lead: int
+    closed: int
+    turns: tuple[Any, ...]
+
+
+_EMPTY = _Done((), {}, (), 0, 0, ())
+
+
+def _plain(messages: list[dict[str, Any]]) -> bool:
+    for m in messages:
+        if not m.keys() <= _KEYS or not isinstance(m.get("content"), str | None):
+            return False
+        ids = [c.get("id") or "" for c in m.get("tool_calls") or ()]
+        if any(_SIGNED_ID in i for i in [*ids, m.get("tool_call_id") or ""]):
+            return False
+    return True
+
+
+class Histories:
+    """What the last `KEPT` histories of one model were made into. A run's history only
+    grows: a call finds what the last call of the same history made (keyed by its first
+    message's identity, checked message by message) and makes only the rest."""
+
+    def __init__(self, config: Any, rounds: bool) -> None:
+        self._config = config
+        self._rounds = rounds
+        """Anthropic's: turns made by round, `system` of the leading system messages."""
+        self._made: OrderedDict[int, _Done] = OrderedDict()
+
+    def _last(self, messages: tuple[Message, ...]) -> _Done:
+        last = self._made.get(id(messages[0])) if messages else None
+        if last is None or len(last.source) > len(messages):
+            return _EMPTY
+        return last if all(a is b for a, b in zip(last.source, messages, strict=False)) else _EMPTY
+
+    def _keep(self, done: _Done) -> None:
+        if done.source:
+            key = id(done.source[0])
+            self._made[key] = done
+            self._made.move_to_end(key)
+            while len(self._made) > KEPT:
+                self._made.popitem(last=False)
+
+    def remember(self, messages: tuple[Message, ...], origin: Origin, body: dict[str, Any]) -> bool:
+        """Whether `body` (litellm's) has the fields made here of `messages`."""
+        fields = self.fields(messages, origin, body.get("model"), fresh=True)
+        return fields is not None and all(body.get(k) == v for k, v in fields.items())
+
+    def fields(
+        self, messages: tuple[Message, ...], origin: Origin, model: Any, *, fresh: bool = False
+    ) -> dict[str, Any] | None:
+        """The history fields of a request of `messages`, or None: not a history this makes."""
+        last = _EMPTY if fresh else self._last(messages)
+        wire_ids = dict(last.wire_ids)
+        new = [
+            {k: v for k, v in m.items() if v is not None}
+            for m in provider_messages(messages[len(last.source) :], origin, wire_ids)
+        ]
+        if not _plain(new):
+            return None
+        wire = (*last.wire, *new)
+        if not self._rounds:
+            turns = (*last.turns, *self._transform(model, new)["messages"])
+            self._keep(_Done(messages, wire_ids, wire, 0, len(wire), turns))
+            return {"messages": list(turns)}
+        return self._by_round(messages, wire_ids, wire, last, model)
+
+    def _by_round(
+        self, messages: tuple[Message, ...], wire_ids: dict[str, str],
+        wire: tuple[dict[str, Any], ...], last: _Done, model: Any,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        lead = last.lead if last.source else _leading(wire)
+        system, conversation = list(wire[:lead]), wire[lead:]
+        if not conversation or any(m["role"] == "system" for m in conversation):
+            return None
+        cut = _cut(conversation, last.closed)
+        turns, closed = last.turns, last.closed
+        if cut is not None:
+            rounds = self._transform(model, system + list(conversation[closed:cut]))
+            turns, closed = (*turns, *rounds["messages"]), cut
+        tail = self._transform(model, system + list(conversation[closed:]))
+        self._keep(_Done(messages, wire_ids, wire, lead, closed, turns))
+        return {"messages": [*turns, *tail["messages"]], "system": tail.get("system")}
+
+    def _transform(self, model: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        made: dict[str, Any] = self._config.transform_request(
+            model=model, messages=messages, optional_params={}, litellm_params={}, headers={}
+        )
+        return made
+
+
+def _leading(wire: tuple[dict[str, Any], ...]) -> int:
+    return next((i for i, m in enumerate(wire) if m["role"] != "system"), len(wire))
+
+
+def _cut(conversation: tuple[dict[str, Any], ...], closed: int) -> int | None:
+    """Where the last round of `conversation` starts, if its rounds before can be closed: the
+    texts of the assistant run before it end without whitespace (a history's final turn
+    loses trailing whitespace, so it would differ once it is no longer final)."""
+    for i in range(len(conversation) - 1, closed, -1):
+        if conversation[i]["role"] in _USER and conversation[i - 1]["role"] == "assistant":
+            run = i - 1
+            while run >= 0 and conversation[run]["role"] == "assistant":
+                content = conversation[run].get("content")
+                if isinstance(content, str) and content != content.rstrip():
+                    return None
+                run -= 1
+            return i
+    return None
