@@ -126,6 +126,12 @@ class WorkflowStore:
     async def drop_pause(self, run_id: str) -> None:
         return None
 
+    async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
+        return None  # a workflow's run is its history; the worker keeps no definitions
+
+    async def definition(self, fingerprint: str) -> dict[str, Any] | None:
+        return None
+
 
 class ActivityModel:
     """The model port as an activity on the worker that serves the agent. An error that may
