@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal, get_args
 
 from pydantic import ValidationError
@@ -89,6 +90,11 @@ class Pin:
     who: str = "this agent"
     policy: Mapping[ChangeKind, OnChange] = field(default_factory=lambda: dict(DEFAULT_ON_CHANGE))
     migrations: tuple[Migration, ...] = ()
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The definition's (hashed once per pin: a pin is kept while its tools are)."""
+        return self.definition.fingerprint
 
 
 def changes(state: RunState, before: Definition | None, pin: Pin) -> tuple[Change, ...]:

@@ -83,21 +83,26 @@ def text_hash(text: str | None) -> str | None:
 
 @cache
 def machine_shape(machine: Any) -> MachineShape:
-    """The shape of a python-statemachine machine class (read once per class)."""
-    from loopstate.engine.diagram.graph import graph_of  # diagrams' reader: only when needed
-
-    graph = graph_of(machine)
+    """The shape of a python-statemachine machine class (read once per class, from its
+    public definition: states, their transitions' events, targets and guards)."""
     transitions = (
-        f"{e.source} -{e.event}{'[' + ' and '.join(e.guards) + ']' if e.guards else ''}-> "
-        f"{e.target}"
-        for e in graph.edges
+        f"{state.id} -{event}{_guards(t)}-> {target.id}"
+        for state in machine.states
+        for t in state.transitions
+        for event in t.events
+        for target in t.targets
     )
     return MachineShape(
         name=getattr(machine, "name", machine.__name__),
         version=getattr(machine, "machine_version", 1),
-        states=tuple(n.id for n in graph.walk()),
+        states=tuple(s.id for s in machine.states),
         transitions=tuple(transitions),
     )
+
+
+def _guards(transition: Any) -> str:
+    guards = [str(spec) for spec in transition.cond]
+    return f"[{' and '.join(guards)}]" if guards else ""
 
 
 def tool_shape(tool: Tool, name: str | None = None) -> ToolShape:

@@ -47,7 +47,7 @@ A test (tests/test_public_api.py) checks that this tree names every error class 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class LoopstateError(Exception):
@@ -177,14 +177,18 @@ class IncompatibleRun(RunNotResumable):
     """The agent or flow that resumes a run differs from the one that started it in a way
     the run cannot take (a tool its calls need is gone, the state it is in no longer exists,
     a change its `on_change` refuses), and no migration applies: refused before anything
-    changed. `differences` lists each, one line apiece (`loopstate.engine.compat`)."""
+    changed. `differences` lists each, one line apiece (`loopstate.engine.compat`); the
+    message is one line, the differences joined by "; "."""
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied with its fields
+        return (type(self), (self.run_id, self.differences))
 
     def __init__(self, run_id: str, differences: tuple[str, ...]) -> None:
         self.run_id = run_id
         self.differences = differences
-        lines = "".join(f"\n  - {d}" for d in differences)
         super().__init__(
-            f"run {run_id} cannot resume under this definition (nothing was changed):{lines}"
+            f"run {run_id} cannot resume under this definition (nothing was changed): "
+            + "; ".join(differences)
         )
 
 

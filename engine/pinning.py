@@ -46,7 +46,7 @@ class Judgement:
 
 def judge(state: RunState, before: Definition | None, pin: Pin) -> Judgement:
     """Whether `state` (started under `before`, None: unknown) goes on under `pin`."""
-    same = before is not None and before.fingerprint == pin.definition.fingerprint
+    same = before is not None and before.fingerprint == pin.fingerprint
     migration = None if same else migration_for(pin.migrations, before)
     if migration is None:
         found = changes(state, before, pin)
@@ -87,9 +87,9 @@ class Pinning:
         self.store = store
         self._known: dict[str, Definition | None] = {}
 
-    async def keep(self, definition: Definition) -> str:
-        """Store `definition` unless this process did already; its fingerprint."""
-        fingerprint = definition.fingerprint
+    async def keep(self, pin: Pin) -> str:
+        """Store the pin's definition unless this process did already; its fingerprint."""
+        fingerprint, definition = pin.fingerprint, pin.definition
         if self._known.get(fingerprint) is None:
             await self.store.keep_definition(fingerprint, definition.model_dump(mode="json"))
             self._known[fingerprint] = definition
@@ -108,17 +108,15 @@ class Pinning:
     ) -> RunState:
         """The run as it goes on under `pin`: unchanged, recorded under its new definition,
         or migrated; `IncompatibleRun` (nothing changed) if it cannot."""
+        fingerprint = pin.fingerprint
+        if state.definition == fingerprint:
+            return state  # the same definition (by content): the run fits as it did
         before = await self.recorded(state.definition)
-        fingerprint = pin.definition.fingerprint
-        if before is not None and before.fingerprint == fingerprint:
-            return state  # the same definition: the run fits as it did
         judged = judge(state, before, pin)
         if judged.verdict == "incompatible":
             raise IncompatibleRun(state.run_id, judged.lines)
         _refuse_old_forms(judged, decisions)
-        if state.definition == fingerprint:
-            return state
-        await self.keep(pin.definition)
+        await self.keep(pin)
         record = Redefinition(
             at=at,
             by=by,

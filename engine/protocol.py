@@ -130,7 +130,7 @@ class RunProtocol(Generic[S]):
         if o.rules:
             state = state.evolve(rules=o.rules)
         async with self.kind.session():
-            definition = await self.pinning.keep(self.kind.pin(state).definition)
+            definition = await self.pinning.keep(self.kind.pin(state))
             state = state.evolve(definition=definition)
             await o.store.create(state, owner=owner, now=state.created_at, ttl=o.lease_s)
             core = self.core(state, owner, feed)

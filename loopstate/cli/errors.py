@@ -27,7 +27,7 @@ def report(command: str, exc: LoopstateError) -> int:
     """Print `exc` as one line naming the command; return its exit code."""
     message = str(exc) or type(exc).__name__
     if isinstance(exc, IncompatibleRun):  # a line per difference, each escaped on its own
-        message = message.partition("\n")[0]
+        message = message.partition(": ")[0] + ":"
         lines = [f"loopstate {command}: {message}", *(f"  - {d}" for d in exc.differences)]
         print("\n".join(shown(line) for line in lines), file=sys.stderr)
         return 2
