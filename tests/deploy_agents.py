@@ -5,7 +5,9 @@ v1 ("2025-10"): `refund` (gated), `lookup`. v0 ("2025-09"): the same tools. v2 (
 `refund` renamed `issue_refund`, a new `note`, and a migration for v1's runs; `v2_added`:
 v1 plus `note`; `v2_removed`: v1 without `refund`, no migration. Each refund appends a line
 to the file LOOPSTATE_TEST_EFFECTS names (it is not idempotent: it must run once).
-`python deploy_agents.py DB RUN_ID VARIANT` starts a run and prints its status.
+`python deploy_agents.py DB [--approve] RUN_ID=VARIANT...` starts each run (it suspends on its
+refund), with `--approve` queues an approval for it (as `loopstate approve` does), and prints
+each run's status.
 """
 
 from __future__ import annotations
@@ -90,8 +92,20 @@ def v2_pre() -> Agent:
     return _agent([issue_refund, lookup], "2025-11")
 
 
+async def _start(runs: list[str], approve: bool) -> None:
+    from loopstate import Approve
+    from loopstate.engine.operations import queue_decision
+
+    for pair in runs:
+        run_id, _, variant = pair.partition("=")
+        agent: Agent = globals()[variant]()
+        result = await agent.run("refund A1", run_id=run_id)
+        if approve:
+            await queue_decision(agent.store, run_id, "call_1_1", Approve(), actor="test")
+        print(result.status, flush=True)
+
+
 if __name__ == "__main__":
-    db, run_id, variant = sys.argv[1:4]
-    os.environ["LOOPSTATE_DB"] = db
-    agent = globals()[variant]()
-    print(asyncio.run(agent.run("refund A1", run_id=run_id)).status, flush=True)
+    os.environ["LOOPSTATE_DB"] = sys.argv[1]
+    given = sys.argv[2:]
+    asyncio.run(_start([a for a in given if a != "--approve"], "--approve" in given))

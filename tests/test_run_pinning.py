@@ -23,13 +23,15 @@ from loopstate import Approve, SQLiteStore
 HERE = Path(__file__).parent
 
 
-def start(db: Path, run_id: str, variant: str, effects: Path) -> None:
-    """Start `run_id` under agent `variant` in a process of its own; it suspends on refund."""
+def start(db: Path, effects: Path, *runs: str, approve: bool = False) -> None:
+    """Start each `RUN_ID=VARIANT` of `runs` in one process of its own: each suspends on its
+    refund (with `approve`, an approval is queued for it, as `loopstate approve` does)."""
+    flags = ["--approve"] if approve else []
     started = subprocess.run(
-        [sys.executable, str(HERE / "deploy_agents.py"), str(db), run_id, variant],
+        [sys.executable, str(HERE / "deploy_agents.py"), str(db), *flags, *runs],
         capture_output=True, text=True, timeout=60, env=_env(db, effects),
     )  # fmt: skip
-    assert started.stdout.strip() == "awaiting_approval", started.stderr
+    assert started.stdout.split() == ["awaiting_approval"] * len(runs), started.stderr
 
 
 def cli(db: Path, effects: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,8 +64,7 @@ def test_a_run_resumes_under_an_agent_with_an_added_tool_and_the_change_is_recor
     tmp_path: Path, effects: Path
 ) -> None:
     db = tmp_path / "runs.db"
-    start(db, "run-1", "v1", effects)
-    assert cli(db, effects, "approve", "run-1", "call_1_1").returncode == 0
+    start(db, effects, "run-1=v1", approve=True)
     resumed = cli(db, effects, "resume", "run-1", "--agent", "deploy_agents:v2_added")
     assert resumed.returncode == 0, resumed.stderr
     assert effects.read_text().splitlines() == ["run-1 call_1_1 refunded A1"]
@@ -80,8 +81,7 @@ def test_a_run_whose_pending_calls_tool_is_gone_is_refused_and_left_as_it_was(
     tmp_path: Path, effects: Path
 ) -> None:
     db = tmp_path / "runs.db"
-    start(db, "run-1", "v1", effects)
-    assert cli(db, effects, "approve", "run-1", "call_1_1").returncode == 0
+    start(db, effects, "run-1=v1", approve=True)
     before = rows(db)
     refused = cli(db, effects, "resume", "run-1", "--agent", "deploy_agents:v2_removed")
     assert refused.returncode == 2
@@ -101,8 +101,7 @@ def test_a_declared_migration_renames_the_pending_call_which_is_decided_anew_and
     tmp_path: Path, effects: Path
 ) -> None:
     db = tmp_path / "runs.db"
-    start(db, "run-1", "v1", effects)
-    assert cli(db, effects, "approve", "run-1", "call_1_1").returncode == 0  # the old form
+    start(db, effects, "run-1=v1", approve=True)  # an approval queued for the old form
     migrated = cli(db, effects, "resume", "run-1", "--agent", "deploy_agents:v2")
     assert migrated.returncode == 0, migrated.stderr
     assert "awaiting_approval" in migrated.stdout  # the queued approval was for `refund`
@@ -124,8 +123,7 @@ def test_runs_check_gives_each_runs_verdict_and_fails_the_deploy_if_one_is_incom
     tmp_path: Path, effects: Path
 ) -> None:
     db = tmp_path / "runs.db"
-    for run_id, variant in (("run-a", "v2_pre"), ("run-b", "v1"), ("run-c", "v0")):
-        start(db, run_id, variant, effects)
+    start(db, effects, "run-a=v2_pre", "run-b=v1", "run-c=v0")
     checked = cli(db, effects, "runs", "check", "--agent", "deploy_agents:v2")
     assert checked.returncode == 1, checked.stderr
     assert checked.stdout.splitlines() == [
@@ -151,7 +149,7 @@ async def test_a_run_stored_before_definitions_were_recorded_loads_and_resumes(
     import deploy_agents
 
     db = tmp_path / "runs.db"
-    start(db, "run-1", "v1", effects)
+    start(db, effects, "run-1=v1")
     with sqlite3.connect(db) as conn:  # as an older loopstate left it: no definition
         (header,) = conn.execute("SELECT header FROM runs").fetchone()
         old = {k: v for k, v in json.loads(header).items() if k != "definition"}
@@ -175,9 +173,7 @@ def test_a_served_worker_skips_an_incompatible_run_and_the_api_lists_it(
     the v1 run is migrated (its old-form approval dropped: it waits again), the v0 run is
     skipped with the reason logged, not failed; `?compatible=false` lists it, and why."""
     db = tmp_path / "runs.db"
-    for run_id, variant in (("run-a", "v2_pre"), ("run-b", "v1"), ("run-c", "v0")):
-        start(db, run_id, variant, effects)
-        assert cli(db, effects, "approve", run_id, "call_1_1").returncode == 0
+    start(db, effects, "run-a=v2_pre", "run-b=v1", "run-c=v0", approve=True)
     log = tmp_path / "serve.log"
     server = start_server(db, effects, log, agent="deploy_agents:v2")
     try:
