@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from service_support import TOKEN, stop, wait_for
 from service_support import start as start_server
-from service_support import stop, wait_for
 from support.cli import loopstate_process
 
 from loopstate import Approve, SQLiteStore
@@ -183,6 +183,7 @@ def test_a_served_worker_skips_an_incompatible_run_and_the_api_lists_it(
             wait_for(lambda: _status(client, "run-b") == "awaiting_approval")
             refused = client.get("/api/runs", params={"compatible": "false"}).json()["items"]
             taken = client.get("/api/runs", params={"compatible": "true"}).json()["items"]
+        marked = inbox_marks(server.url)
     finally:
         stop(server)
     assert [(r["run_id"], r["status"], r["verdict"]) for r in refused] == [
@@ -196,6 +197,28 @@ def test_a_served_worker_skips_an_incompatible_run_and_the_api_lists_it(
     assert "run-c" in line
     assert "lacks refund" in line
     assert effects.read_text().splitlines() == ["run-a call_1_1 issued refund for A1"]
+    assert marked == [("run-c", f"run run-c cannot resume under the agent served here "
+                       f"(incompatible): {refused[0]['why'][0]}")]  # fmt: skip
+
+
+def inbox_marks(url: str) -> list[tuple[str, str]]:
+    """The runs the inbox marks as incompatible, read in a real Chromium (Debian's)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"]
+        )
+        page = browser.new_page()
+        page.goto(f"{url}/ui/?token={TOKEN}")
+        page.wait_for_selector("ul.incompatible li", state="attached")
+        items = page.locator("ul.incompatible li")
+        marks = [
+            (items.nth(i).get_attribute("data-run") or "", items.nth(i).inner_text())
+            for i in range(items.count())
+        ]
+        browser.close()
+    return marks
 
 
 def _status(client: httpx.Client, run_id: str) -> str:
