@@ -85,13 +85,11 @@ def test_a_run_whose_pending_calls_tool_is_gone_is_refused_and_left_as_it_was(
     before = rows(db)
     refused = cli(db, effects, "resume", "run-1", "--agent", "deploy_agents:v2_removed")
     assert refused.returncode == 2
-    lines = refused.stderr.splitlines()
-    assert lines[0] == (
-        "loopstate resume: run run-1 cannot resume under this definition (nothing was changed):"
+    assert refused.stderr == (  # one line, each difference once
+        "loopstate resume: run run-1 cannot resume under this definition (nothing was "
+        "changed): run run-1 needs the tools refund for its pending calls and this agent "
+        "lacks refund\n"
     )
-    needs = "needs the tools refund for its pending calls and this agent lacks refund"
-    assert f"  - run run-1 {needs}" in lines
-    assert "  - tool refund is gone and past calls call_1_1 used it" not in lines  # said once
     assert "Traceback" not in refused.stderr
     assert rows(db) == before  # its header, calls, messages and transitions
     assert effects.read_text() == ""

@@ -14,7 +14,6 @@ from loopstate.engine.errors import (
     DecisionError,
     DefinitionError,
     ForkRefused,
-    IncompatibleRun,
     LoopstateError,
     RunNotFound,
     RunNotResumable,
@@ -26,11 +25,6 @@ USAGE_ERRORS = (DefinitionError, DecisionError, ForkRefused, RunNotFound, RunNot
 def report(command: str, exc: LoopstateError) -> int:
     """Print `exc` as one line naming the command; return its exit code."""
     message = str(exc) or type(exc).__name__
-    if isinstance(exc, IncompatibleRun):  # a line per difference, each escaped on its own
-        message = message.partition(": ")[0] + ":"
-        lines = [f"loopstate {command}: {message}", *(f"  - {d}" for d in exc.differences)]
-        print("\n".join(shown(line) for line in lines), file=sys.stderr)
-        return 2
     print(shown(f"loopstate {command}: {message}"), file=sys.stderr)
     return 2 if isinstance(exc, USAGE_ERRORS) else 1
 
