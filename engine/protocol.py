@@ -164,13 +164,7 @@ class RunProtocol(Generic[S]):
             if given.budget is not None:
                 held = core.state.budget or Budget()
                 core.state = core.state.evolve(budget=held.raised(given.budget))
-            core.state = await self.pinning.settle(
-                core.state,
-                self.kind.pin(core.state),
-                given.decisions,
-                at=o.clock(),
-                by=given.actor,
-            )
+            await self._settle(core, given)
             stepper = self.kind.stepper(core)
             where = self.kind.position(core.state)
             recovered = await self.kind.route(stepper, given)
@@ -178,6 +172,19 @@ class RunProtocol(Generic[S]):
             core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(stepper, drain=drain)
         return core
+
+    async def _settle(self, core: RunCore, given: Given) -> None:
+        """The run under this kind's definition (`Pinning.settle`); a change is logged."""
+        pin, kept = self.kind.pin(core.state), len(core.state.redefinitions)
+        at = self.options.clock()
+        core.state = await self.pinning.settle(
+            core.state, pin, given.decisions, at=at, by=given.actor
+        )
+        for record in core.state.redefinitions[kept:]:
+            core.log.info(
+                "run_redefined", before=record.before, after=record.after,
+                migration=record.migration, changes=list(record.changes),
+            )  # fmt: skip
 
     async def verdict(self, run_id: str) -> Judgement:
         """Whether the stored run `run_id` would resume under this definition, and why (the

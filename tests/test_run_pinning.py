@@ -111,6 +111,8 @@ def test_a_declared_migration_renames_the_pending_call_which_is_decided_anew_and
     (record,) = state["redefinitions"]
     assert record["migration"] == "rename_refund"
     assert "queued decision for call_1_1 dropped: made for the old form" in record["changes"]
+    text = cli(db, effects, "runs", "show", "run-1").stdout.splitlines()
+    assert text[1].startswith(f"migrated by rename_refund under definition {record['after']} (was ")
     assert cli(db, effects, "approve", "run-1", "call_1_1").returncode == 0
     done = cli(db, effects, "resume", "run-1", "--agent", "deploy_agents:v2")
     assert done.returncode == 0, done.stderr
