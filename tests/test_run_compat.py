@@ -194,3 +194,28 @@ async def test_a_flow_run_records_its_definition_and_a_phase_tool_gone_is_refuse
     with pytest.raises(IncompatibleRun, match="phase ask of flow desk lacks refund"):
         await desk(lookup).resume("flow-1")
     assert await store.load("flow-1") == state
+
+
+async def test_a_flow_run_is_migrated_by_the_flows_declared_migration() -> None:
+    store = MemoryStore()
+
+    def desk(tool_: Any, **options: Any) -> Flow:
+        model = ScriptedModel([call(tool_.name, {"order": "A1"}), "ok"], by_step=True)
+        return Flow(Desk, {"ask": Phase(instructions="Help.", tools=[tool_])}, model=model,
+                    store=store, ids=lambda: "flow-1", **options)  # fmt: skip
+
+    first = desk(refund, version="v1")
+    assert (await first.run("refund A1")).status == "awaiting_approval"
+    v2 = desk(named(refund, "issue_refund"), version="v2",
+              migrations=[Migration(from_="v1", apply=_rename)])  # fmt: skip
+    judged = await v2.check_run("flow-1")
+    assert (judged.verdict, judged.migration, judged.rebound) == (
+        "migrates",
+        "_rename",
+        ("call_1_1",),
+    )
+    digest = judged.state.batch[0].digest
+    await v2.resume("flow-1", decisions={"call_1_1": Approve(digest=digest)})
+    state = await store.load("flow-1")
+    assert [(c.tool, c.status) for c in state.calls] == [("issue_refund", "succeeded")]
+    assert state.definition == v2.definition.fingerprint
