@@ -219,3 +219,32 @@ async def test_a_flow_run_is_migrated_by_the_flows_declared_migration() -> None:
     state = await store.load("flow-1")
     assert [(c.tool, c.status) for c in state.calls] == [("issue_refund", "succeeded")]
     assert state.definition == v2.definition.fingerprint
+
+
+class Intake(FlowMachine):
+    intake = State(initial=True)
+    done = State(final=True)
+    failed = State(final=True)
+    aborted = State(final=True)
+
+    advance = intake.to(done, cond="asked")
+    fail = failed.from_(intake)
+    abort = aborted.from_(intake)
+
+    def asked(self, data: dict[str, Any]) -> bool:
+        return "asked" in data
+
+
+async def test_a_run_in_a_state_the_new_machine_lacks_is_refused() -> None:
+    store = MemoryStore()
+    model = ScriptedModel([call("refund", {"order": "A1"}), "ok"], by_step=True)
+    first = Flow(Desk, {"ask": Phase(instructions="Help.", tools=[refund])}, model=model,
+                 store=store, ids=lambda: "flow-1")  # fmt: skip
+    assert (await first.run("refund A1")).status == "awaiting_approval"
+    before = await store.load("flow-1")
+    renamed = Flow(Intake, {"intake": Phase(instructions="Help.", tools=[refund])}, model=model,
+                   store=store, name="desk")  # fmt: skip
+    with pytest.raises(IncompatibleRun) as refused:
+        await renamed.resume("flow-1")
+    assert "the run is in state 'ask', which Intake no longer has" in refused.value.differences
+    assert await store.load("flow-1") == before
