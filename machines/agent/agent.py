@@ -70,7 +70,6 @@ class Agent:
     no approval, from any door, can let one run (kept with each run; see `Rule`).
     `decide_within` and `on_expiry` are the default approval deadline of its gated calls
     (a tool's own `@tool(decide_within=...)` wins).
-    history (e.g. `TokenBudget(100_000)`; default: all).
 
     Each run is pinned to what it was started with (its `Definition`: machine, tools and
     their schemas, gates and descriptions, instructions, model, `version`): a resume under a
