@@ -20,6 +20,8 @@ LoopstateError
 ├── RunNotFound            no run with that id in the store
 ├── RunBusy                another process holds the run's lease
 ├── RunNotResumable        the run is finished, or not waiting for what was given
+│   └── IncompatibleRun    the resuming agent's definition differs from the run's in a way
+│                          it cannot take (`differences`, one line each; nothing changed)
 ├── ForkRefused            a fork asked for a transition, edit or run it cannot copy
 ├── StoreError             a stored row is corrupt or from a newer schema, or the store's
 │   │                      file is damaged or held locked too long by another process
@@ -45,7 +47,7 @@ A test (tests/test_public_api.py) checks that this tree names every error class 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class LoopstateError(Exception):
@@ -169,6 +171,25 @@ class RunBusy(LoopstateError):
 class RunNotResumable(LoopstateError):
     """The run cannot take what was asked: it has ended, waits for something else, or
     the agent given cannot continue it (a missing tool, other instructions)."""
+
+
+class IncompatibleRun(RunNotResumable):
+    """The agent or flow that resumes a run differs from the one that started it in a way
+    the run cannot take (a tool its calls need is gone, the state it is in no longer exists,
+    a change its `on_change` refuses), and no migration applies: refused before anything
+    changed. `differences` lists each, one line apiece (`loopstate.engine.compat`); the
+    message is one line, the differences joined by "; "."""
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied with its fields
+        return (type(self), (self.run_id, self.differences))
+
+    def __init__(self, run_id: str, differences: tuple[str, ...]) -> None:
+        self.run_id = run_id
+        self.differences = differences
+        super().__init__(
+            f"run {run_id} cannot resume under this definition (nothing was changed): "
+            + "; ".join(differences)
+        )
 
 
 class ForkRefused(LoopstateError):

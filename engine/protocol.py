@@ -4,9 +4,13 @@ how it checks what it is given, builds its stepper and routes what a resume brin
 
     start:   the kind's session (toolsets) → opening state created under a lease →
              run_started → hooks told (on_run_start, run_metadata kept) → drive
-    resume:  lease, the kind's session → a queued message taken → check → recover, then route
-             decisions, results and a message (the kind's `route`) → run_resumed → hooks
-             told → drive
+    resume:  lease, the kind's session → a queued message taken → check → the run's
+             definition against the kind's (`engine/pinning`: compatible, migrated, or
+             `IncompatibleRun` before anything changed) → recover, then route decisions,
+             results and a message (the kind's `route`) → run_resumed → hooks told → drive
+
+A run records at start the fingerprint of its `Definition` (the kind's `pin`), kept once in
+the store.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from loopstate.engine.approval import as_result
 from loopstate.engine.budget import Budget
+from loopstate.engine.compat import Pin
 from loopstate.engine.core import RunCore, RunPorts, Stepper
 from loopstate.engine.events import RunResumed, RunStarted
 from loopstate.engine.hooks import Hooks, announce_start
 from loopstate.engine.messages import Message
 from loopstate.engine.options import RunOptions, hook_chain
+from loopstate.engine.pinning import Judgement, Pinning, judge
 from loopstate.engine.state import FlowPosition, ParentLink, RunState
 from loopstate.engine.store import lease_owner
 
@@ -72,6 +78,9 @@ class RunKind(Protocol, Generic[S]):
     def position(self, state: RunState) -> str:
         """Where the run stands, as `run_resumed` reports it."""
 
+    def pin(self, state: RunState) -> Pin:
+        """The definition the run is started with, or checked against at resume."""
+
     def session(self) -> AbstractAsyncContextManager[None]:
         """What the run holds while it is driven (an agent's toolsets, e.g. MCP sessions)."""
 
@@ -111,6 +120,7 @@ class RunProtocol(Generic[S]):
     def __init__(self, options: RunOptions, kind: RunKind[S]) -> None:
         self.options = options
         self.kind = kind
+        self.pinning = Pinning(options.store)
 
     async def start(self, state: RunState, *, model: str, feed: Hooks | None = None) -> RunCore:
         """Create `state` (an `opening_state`) and drive it until it ends or waits."""
@@ -120,6 +130,8 @@ class RunProtocol(Generic[S]):
         if o.rules:
             state = state.evolve(rules=o.rules)
         async with self.kind.session():
+            definition = await self.pinning.keep(self.kind.pin(state))
+            state = state.evolve(definition=definition)
             await o.store.create(state, owner=owner, now=state.created_at, ttl=o.lease_s)
             core = self.core(state, owner, feed)
             stepper = self.kind.stepper(core)
@@ -152,6 +164,7 @@ class RunProtocol(Generic[S]):
             if given.budget is not None:
                 held = core.state.budget or Budget()
                 core.state = core.state.evolve(budget=held.raised(given.budget))
+            await self._settle(core, given)
             stepper = self.kind.stepper(core)
             where = self.kind.position(core.state)
             recovered = await self.kind.route(stepper, given)
@@ -159,6 +172,27 @@ class RunProtocol(Generic[S]):
             core.state = await announce_start(self.options.hooks, core.state)
             await core.drive(stepper, drain=drain)
         return core
+
+    async def _settle(self, core: RunCore, given: Given) -> None:
+        """The run under this kind's definition (`Pinning.settle`); a change is logged."""
+        pin, kept = self.kind.pin(core.state), len(core.state.redefinitions)
+        at = self.options.clock()
+        core.state = await self.pinning.settle(
+            core.state, pin, given.decisions, at=at, by=given.actor
+        )
+        for record in core.state.redefinitions[kept:]:
+            core.log.info(
+                "run_redefined", before=record.before, after=record.after,
+                migration=record.migration, changes=list(record.changes),
+            )  # fmt: skip
+
+    async def verdict(self, run_id: str) -> Judgement:
+        """Whether the stored run `run_id` would resume under this definition, and why (the
+        check `resume` makes; nothing is changed)."""
+        state = await self.options.store.load(run_id)
+        async with self.kind.session():
+            before = await self.pinning.recorded(state.definition)
+            return judge(state, before, self.kind.pin(state))
 
     def core(self, state: RunState, owner: str, feed: Hooks | None = None) -> RunCore:
         o = self.options

@@ -195,6 +195,20 @@ class QueuedDecision(Frozen):
     at: float
 
 
+class Redefinition(Frozen):
+    """A resume under another definition than the run's (see `loopstate.engine.compat`): the
+    fingerprints before and after, the changes it took (one line each) and the migration
+    that mapped the run, if one did. Kept with the run, for the audit."""
+
+    at: float
+    by: str
+    before: str | None
+    """None: the run was started before runs recorded their definition."""
+    after: str
+    changes: tuple[str, ...] = ()
+    migration: str | None = None
+
+
 class ParentLink(Frozen):
     """Where a child run was started from: the parent run and the call or flow phase that
     delegated to it. A top-level run has none."""
@@ -294,6 +308,11 @@ class RunState(Frozen):
     flow: FlowPosition | None = None
     parent: ParentLink | None = None
     """Set on a child run: which run and call (or phase) delegated to it."""
+    definition: str | None = None
+    """The fingerprint of the `Definition` the run was started with or last resumed under
+    (the store keeps the definition once: `Store.definition`); None for runs started before."""
+    redefinitions: tuple[Redefinition, ...] = ()
+    """Each resume under a changed definition, and each migration, in order."""
     forked_from: ForkedFrom | None = None
     """Set on a fork (`Agent.fork`): the run and transition it was copied from, and the
     edits made at the fork point."""

@@ -279,6 +279,13 @@ class Store(Protocol):
     async def drop_pause(self, run_id: str) -> None:
         """Forget the run's pause request (taken, or stale when a drive begins)."""
 
+    async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
+        """Keep a run definition (`loopstate.engine.definition`) under its fingerprint, once:
+        a fingerprint already kept is left as it is (its body is the same by construction)."""
+
+    async def definition(self, fingerprint: str) -> dict[str, Any] | None:
+        """The definition kept under `fingerprint`, None if there is none."""
+
 
 class Pruned(Frozen):
     """What `Prunable.prune` removed."""

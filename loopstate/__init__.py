@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit, Gate
 from loopstate.engine.budget import Budget
 from loopstate.engine.deadlines import Escalate
+from loopstate.engine.definition import Definition
 from loopstate.engine.errors import (
     CassetteError,
     DecisionError,
     DefinitionError,
     ForkRefused,
+    IncompatibleRun,
     LoopstateError,
     ModelError,
     RunBusy,
@@ -39,6 +41,7 @@ from loopstate.engine.messages import (
     ToolMessage,
     UserMessage,
 )
+from loopstate.engine.migration import Migration
 from loopstate.engine.model import Model, ModelRequest, ModelResponse, ToolDefinition, Usage
 from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
@@ -124,6 +127,7 @@ __all__ = [
     "CassetteError",
     "Decision",
     "DecisionError",
+    "Definition",
     "DefinitionError",
     "Deny",
     "Departure",
@@ -138,10 +142,12 @@ __all__ = [
     "ForkRefused",
     "Gate",
     "Hooks",
+    "IncompatibleRun",
     "LiteLLMModel",
     "LoopstateError",
     "MemoryStore",
     "Message",
+    "Migration",
     "Model",
     "ModelError",
     "ModelRequest",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loopstate.engine.clock import Clock
 from loopstate.engine.deadlines import DeadlineWatch
-from loopstate.engine.errors import LoopstateError, RunDamaged
+from loopstate.engine.errors import IncompatibleRun, LoopstateError, RunDamaged
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import DEFAULT_LEASE_S, Waking, lease_owner
 
@@ -128,6 +128,11 @@ class Worker:
             result = await self.target.resume(run_id, owner=self.owner, drain=self._stop)
             self.resumed += 1
             self.log.info("worker_resumed", run_id=run_id, status=result.status)
+        except IncompatibleRun as exc:  # skipped, not failed: a deploy or a migration fixes it
+            self.log.warning(
+                "worker_run_incompatible", run_id=run_id, reason="; ".join(exc.differences)
+            )
+            await self._back_off(run_id)
         except Exception as exc:  # one run's failure must not stop the others
             error = (str(exc).splitlines() or [type(exc).__name__])[0]
             # a run the store cannot read is skipped and named; its rows are left as they are

@@ -23,6 +23,7 @@ from loopstate import (
     Store,
     StoreError,
 )
+from loopstate.engine.definition import Definition
 from loopstate.engine.messages import UserMessage
 from loopstate.engine.models.scripted import call, calls
 from loopstate.engine.operations import queue_decision
@@ -460,3 +461,16 @@ async def test_a_pause_request_stands_once_until_it_is_taken(store) -> None:
     assert await store.pause_asked("run-p") == PauseRequest(by="alice", at=10.0)
     await store.drop_pause("run-p")
     assert await store.pause_asked("run-p") is None
+
+
+async def test_a_runs_definition_is_kept_once_and_read_back_by_any_handle(handles) -> None:
+    first, second = handles(), handles()
+    agent, _ = suspended_agent(first)
+    await agent.run("go")
+    fingerprint = (await second.load("run-1")).definition
+    assert fingerprint == agent.definition.fingerprint
+    body = await second.definition(fingerprint)
+    assert Definition.model_validate(body) == agent.definition
+    await second.keep_definition(fingerprint, {"other": 1})  # kept once: the first stays
+    assert await first.definition(fingerprint) == body
+    assert await first.definition("0" * 16) is None

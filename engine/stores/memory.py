@@ -38,6 +38,7 @@ class MemoryStore:
         self._dropped = 0  # entries dropped from the log's start (ids 1 to _dropped)
         self._keys: dict[str, KeptAnswer] = {}
         self._pauses: dict[str, PauseRequest] = {}
+        self._definitions: dict[str, dict[str, Any]] = {}
 
     def _check_lease(self, run_id: str, owner: str, now: float) -> None:
         holder, until = self._leases.get(run_id, (None, 0.0))
@@ -168,3 +169,9 @@ class MemoryStore:
 
     async def drop_pause(self, run_id: str) -> None:
         self._pauses.pop(run_id, None)
+
+    async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
+        self._definitions.setdefault(fingerprint, body)
+
+    async def definition(self, fingerprint: str) -> dict[str, Any] | None:
+        return self._definitions.get(fingerprint)

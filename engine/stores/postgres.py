@@ -300,6 +300,31 @@ class PostgresStore:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
+    # -- run definitions ---------------------------------------------------------------------
+
+    async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
+        async with self._use() as db:
+            await db.execute(
+                "INSERT INTO loopstate_definitions (fingerprint, body) VALUES (%s, %s) "
+                "ON CONFLICT (fingerprint) DO NOTHING",
+                (fingerprint, json.dumps(body, sort_keys=True)),
+            )
+
+    async def definition(self, fingerprint: str) -> dict[str, Any] | None:
+        async with self._use() as db:
+            row = await (
+                await db.execute(
+                    "SELECT body FROM loopstate_definitions WHERE fingerprint = %s", (fingerprint,)
+                )
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            body = json.loads(row[0])
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
+
     async def close(self) -> None:
         if self._conn is not None:
             await self._conn.close()

@@ -16,7 +16,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.engine.stores.codec import decode_run
 
-DB_VERSION = 4
+DB_VERSION = 5
 _LOCK = 7_204_611_093  # pg_advisory_xact_lock key: "loopstate migrates this database"
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -73,6 +73,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE loopstate_runs ADD COLUMN lease_session bigint",
         "CREATE TABLE loopstate_pruned (upto bigint NOT NULL)",
         "INSERT INTO loopstate_pruned (upto) VALUES (0)",
+    ),
+    (  # 5: run definitions, each kept once by fingerprint (runs name theirs in the header)
+        """CREATE TABLE IF NOT EXISTS loopstate_definitions (
+            fingerprint text PRIMARY KEY, body text NOT NULL
+        )""",
     ),
 )
 EVENTS_LOCK = 7_204_611_094

@@ -10,6 +10,7 @@ millisecond, which is cheaper than hopping to a thread and back.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any, Literal
@@ -217,6 +218,23 @@ class SQLiteStore(Answers):
     async def pruned_upto(self) -> int:
         return upkeep.pruned_upto(self._connect())
 
+    @store_errors
+    async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO definitions (fingerprint, body) VALUES (?, ?)",
+                (fingerprint, json.dumps(body, sort_keys=True)),
+            )
+
+    @store_errors
+    async def definition(self, fingerprint: str) -> dict[str, Any] | None:
+        row = (
+            self._connect()
+            .execute("SELECT body FROM definitions WHERE fingerprint = ?", (fingerprint,))
+            .fetchone()
+        )
+        return None if row is None else _definition_body(row[0])
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -342,6 +360,15 @@ class SQLiteStore(Answers):
             rows(run_id, first_call, state.calls[first_call:]),
         )
         db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
+
+
+def _definition_body(text: str) -> dict[str, Any] | None:
+    """A kept definition's body; None if it is not a JSON object (judged as unknown)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def open_store(path: str | Path | None = None) -> SQLiteStore:

@@ -3,7 +3,7 @@ is migrated up to `DB_VERSION` on first use; a file a newer loopstate migrated i
 
 from __future__ import annotations
 
-DB_VERSION = 4
+DB_VERSION = 5
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs, append-only messages and transitions, upserted calls
@@ -56,5 +56,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 4: where the pruned log ends (ids are never reused: AUTOINCREMENT)
         "CREATE TABLE pruned (upto INTEGER NOT NULL)",
         "INSERT INTO pruned (upto) VALUES (0)",
+    ),
+    (  # 5: run definitions, each kept once by fingerprint (runs name theirs in the header)
+        "CREATE TABLE IF NOT EXISTS definitions (fingerprint TEXT PRIMARY KEY, body TEXT NOT NULL)",
     ),
 )

@@ -17,6 +17,7 @@ from typing import Any
 from loopstate.cli.errors import interrupted, report
 from loopstate.cli.limits import budget_of
 from loopstate.cli.lookup import load_agent, resolve_run
+from loopstate.cli.runs_check import register_check
 from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
 from loopstate.cli.runs_tree import pending_lines, soonest_due, tree_lines
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
     )
     pending.add_argument("run", nargs="?", help="only this run (default: every waiting run)")
     register_fork(_command, which, _user())
+    register_check(_command, which)
 
     for name, helptext in (
         ("approve", "approve a pending call (or --all of them)"),

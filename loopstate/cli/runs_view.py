@@ -11,7 +11,7 @@ from typing import Any
 
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.messages import AssistantMessage, Message, ToolMessage, UserMessage
-from loopstate.engine.state import RunState
+from loopstate.engine.state import Redefinition, RunState
 from loopstate.engine.store import RunSummary
 
 SHORT_ID = 8
@@ -72,6 +72,7 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
         f"started {ago(state.created_at)} ago, updated {ago(state.updated_at)} ago",
     ]
     lines += _forked_from(state)
+    lines += [_redefined(r) for r in state.redefinitions]
     if state.stop_reason:
         lines.append(f"stop reason: {state.stop_reason}")
     if state.error:
@@ -95,6 +96,13 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
             lines.append(f"       (above: copied from run {state.forked_from.run_id})")
     lines += _pending(state) if pending else []
     return [shown(line) for line in lines]
+
+
+def _redefined(record: Redefinition) -> str:
+    """A resume under another definition, in one line (`loopstate.engine.pinning`)."""
+    how = f"migrated by {record.migration}" if record.migration else "resumed"
+    changes = "; ".join(record.changes) or "no change that matters to the run"
+    return f"{how} under definition {record.after} (was {record.before or 'unknown'}): {changes}"
 
 
 def _forked_from(state: RunState) -> list[str]:

@@ -19,6 +19,7 @@ from loopstate.engine.operations import abort_run, decided, queue_decision
 from loopstate.engine.pause import pause_run
 from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
+from loopstate.service.compat import runs_by_compatibility
 from loopstate.service.decisions import as_problem, decision_of
 from loopstate.service.explain import explain, failure_text, with_errors
 from loopstate.service.inputs import Body as _Body
@@ -90,10 +91,16 @@ def routes(service: Service) -> APIRouter:
 
     @router.get("/runs")
     async def list_runs(
-        request: Request, status: str | None = None, limit: int = 50, cursor: str | None = None
+        request: Request,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        compatible: bool | None = None,
     ) -> dict[str, Any]:
         who = await guard.who(request, "read", None)
         status = check_query(status, "status") or None
+        if compatible is not None:  # judged against the served agents: see `compat`
+            return await runs_by_compatibility(service, compatible, status)
         keep = partial(guard.tenancy.visible, who.tenant)
         page = await runs_page(service.store, status, check_limit(limit), cursor, keep)
         return {**page, "items": await with_errors(service.store, page["items"])}

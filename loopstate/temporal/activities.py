@@ -8,11 +8,14 @@ call heartbeats while it runs, so a worker that dies is noticed within the heart
 before a non-idempotent tool's body starts, the activity records that in its heartbeat
 details, acknowledged by the server before the body runs: an attempt lost before that point is
 simply run again; a later attempt that finds the mark reports the outcome unknown instead.
+A tool call the served agent can no longer run (a deploy removed its tool or changed its
+schema under a waiting run) fails the activity non-retryably as `IncompatibleRun`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from contextlib import suppress
 from datetime import timedelta
 
@@ -21,12 +24,12 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from temporalio.exceptions import ApplicationError
 
-from loopstate.engine.errors import ModelError
+from loopstate.engine.errors import IncompatibleRun, ModelError
 from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelResponse
 from loopstate.engine.models.retry import RetryingModel
 from loopstate.engine.state import CallRecord
-from loopstate.engine.tool import ToolContext
+from loopstate.engine.tool import Tool, ToolContext
 from loopstate.temporal.catalog import effects
 from loopstate.temporal.data import MODEL_ACTIVITY, TOOL_ACTIVITY, ModelCall, ToolCallRun
 
@@ -82,6 +85,9 @@ async def run_tool(run: ToolCallRun) -> CallRecord:
         workspace=at.workspace,
     )
     tools = at.tools
+    refused = unfit(run.run_id, record, tools)
+    if refused is not None:  # a deploy changed the agent under the run: fail, never retry
+        raise ApplicationError(refused, type="IncompatibleRun", non_retryable=True)
     executor = Executor(tools)
     tool = tools.get(record.tool)
     mark: tuple[str, ...] = ()
@@ -101,6 +107,22 @@ async def run_tool(run: ToolCallRun) -> CallRecord:
         beat.cancel()
         with suppress(asyncio.CancelledError):
             await beat
+
+
+def unfit(run_id: str, record: CallRecord, tools: Mapping[str, Tool]) -> str | None:
+    """Why the served agent cannot run this approved call (its tool gone, or its schema no
+    longer accepting the arguments), as `IncompatibleRun` says it; None if it can. Retrying
+    would not help: the activity fails for good and the workflow is told at once."""
+    tool = tools.get(record.tool)
+    if tool is None:
+        line = f"the served agent lacks tool {record.tool}, which call {record.call_id} needs"
+        return str(IncompatibleRun(run_id, (line,)))
+    try:
+        tool.validate(dict(record.executed_arguments or {}))
+    except ValueError:  # pydantic's ValidationError among them
+        line = f"tool {record.tool} no longer accepts the arguments of call {record.call_id}"
+        return str(IncompatibleRun(run_id, (line,)))
+    return None
 
 
 async def _record(details: tuple[str, ...]) -> None:

@@ -20,7 +20,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from loopstate.engine.errors import ModelError, RunBusy, RunNotFound
+from loopstate.engine.errors import IncompatibleRun, ModelError, RunBusy, RunNotFound
 from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.retry import RetryPolicy as ModelRetry
@@ -126,6 +126,12 @@ class WorkflowStore:
     async def drop_pause(self, run_id: str) -> None:
         return None
 
+    async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
+        return None  # a workflow's run is its history; the worker keeps no definitions
+
+    async def definition(self, fingerprint: str) -> dict[str, Any] | None:
+        return None
+
 
 class ActivityModel:
     """The model port as an activity on the worker that serves the agent. An error that may
@@ -222,7 +228,10 @@ class ActivityTools:
         self._executor = Executor(tools)
 
     async def __call__(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
-        tool, s = self.tools[record.tool], self.settings
+        tool, s = self.tools.get(record.tool), self.settings
+        if tool is None:  # a deploy removed it: fail the run once, not the task in a loop
+            line = f"the served agent lacks tool {record.tool}, which call {record.call_id} needs"
+            raise IncompatibleRun(ctx.run_id, (line,))
         limit = tool.timeout if tool.timeout is not None else s.tool_timeout_s
         attempts = s.idempotent_attempts if tool.idempotent else s.unstarted_attempts
         data = dict(ctx.deps.data) if isinstance(ctx.deps, FlowDeps) else None
@@ -237,6 +246,10 @@ class ActivityTools:
             )
             return finished
         except ActivityError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == "IncompatibleRun":
+                said = cause.message.partition("(nothing was changed): ")[2] or cause.message
+                raise IncompatibleRun(ctx.run_id, tuple(said.split("; "))) from None
             if tool.idempotent:  # retried and still lost: say so, it may be run again
                 text = f"Error: {tool.name} could not be run: {exc.cause or exc}"
                 return record.evolve(status="failed", result=text)

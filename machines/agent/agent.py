@@ -13,17 +13,21 @@ from typing import Any
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
 from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.compat import OnChange
 from loopstate.engine.core import RunCore
 from loopstate.engine.deadlines import Expiry, check_expiry, seconds
+from loopstate.engine.definition import Definition
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.executor import DenialFormatter
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import Message
+from loopstate.engine.migration import Migration
 from loopstate.engine.model import Model, ToolChoice
 from loopstate.engine.models.retry import RetryingModel, RetryPolicy
 from loopstate.engine.operations import abort_run, forget_decision
 from loopstate.engine.options import RunOptions, StopCondition
 from loopstate.engine.pause import pause_run
+from loopstate.engine.pinning import Judgement
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.result import RunResult
 from loopstate.engine.rule import Rule
@@ -37,6 +41,7 @@ from loopstate.machines.agent import forking
 from loopstate.machines.agent.conversation import turn_start
 from loopstate.machines.agent.delegation import agent_tool
 from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.pinned import AgentPins
 from loopstate.machines.agent.resuming import AgentKind, opening_messages
 from loopstate.machines.agent.steps import HistoryView, LoopConfig
 from loopstate.machines.agent.toolsets import open_toolsets
@@ -65,6 +70,13 @@ class Agent:
     no approval, from any door, can let one run (kept with each run; see `Rule`).
     `decide_within` and `on_expiry` are the default approval deadline of its gated calls
     (a tool's own `@tool(decide_within=...)` wins).
+
+    Each run is pinned to what it was started with (its `Definition`: machine, tools and
+    their schemas, gates and descriptions, instructions, model, `version`): a resume under a
+    changed agent goes on if the changes are compatible and `on_change` allows them ("allow"
+    or "refuse", for all kinds or by kind: e.g. `{"model": "refuse"}`; other instructions
+    refuse by default), is migrated by the first of `migrations` declared for the run's
+    definition, or raises `IncompatibleRun` listing each difference (nothing changed).
     """
 
     def __init__(
@@ -94,6 +106,9 @@ class Agent:
         rules: Sequence[Rule] = (),
         decide_within: timedelta | float | None = None,
         on_expiry: Expiry | None = None,
+        version: str | None = None,
+        on_change: OnChange | Mapping[str, OnChange] | None = None,
+        migrations: Sequence[Migration] = (),
     ) -> None:
         if max_steps < 1:
             raise DefinitionError("max_steps must be at least 1")
@@ -123,7 +138,8 @@ class Agent:
             view=view,
             deps=deps,
         )
-        kind = AgentKind(instructions, self._turn, self._toolsets_open)
+        self._pins = AgentPins.of(instructions, version, on_change, migrations)
+        kind = AgentKind(instructions, self._turn, self._toolsets_open, self._pins)
         self._protocol = RunProtocol(self.options, kind)
 
     def clone(self, **changes: Any) -> Agent:
@@ -291,6 +307,18 @@ class Agent:
         return await self._result(core)
 
     fork = forking.fork
+
+    @property
+    def definition(self) -> Definition:
+        """What this agent's runs are pinned to (`fingerprint`: what `Migration(from_=)`
+        names); an agent with toolsets lists their tools when it first drives a run."""
+        return self._pins.pin(self._loop.tools, self.model.name).definition
+
+    async def check_run(self, run_id: str) -> Judgement:
+        """Whether the stored run `run_id` would resume under this agent: compatible, migrates
+        (by which migration) or incompatible (why), as `resume` would judge it; nothing is
+        changed (`loopstate runs check` asks this of every run that is not final)."""
+        return await self._protocol.verdict(run_id)
 
     async def abort(self, run_id: str, reason: str, *, actor: str = "user") -> RunResult:
         """End a suspended (or interrupted) run in `aborted`: no further model call or tool."""

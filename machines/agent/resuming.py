@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from loopstate.engine.compat import Pin
 from loopstate.engine.core import Cause, RunCore
 from loopstate.engine.errors import RunNotResumable
 from loopstate.engine.messages import Message, SystemMessage, UserMessage
@@ -21,9 +22,9 @@ from loopstate.engine.outside import outside, outside_text
 from loopstate.engine.protocol import Given
 from loopstate.engine.state import RunState
 from loopstate.machines.agent.conversation import check_message, user_turn, with_message
-from loopstate.machines.agent.fit import check_instructions, check_schemas, check_tools
 from loopstate.machines.agent.given import take_given_calls
 from loopstate.machines.agent.loop import AgentLoop
+from loopstate.machines.agent.pinned import AgentPins
 from loopstate.machines.agent.steps import LoopConfig, LoopSteps
 
 if TYPE_CHECKING:
@@ -48,8 +49,10 @@ class AgentKind:
         instructions: str | None,
         turn: Callable[[RunState], LoopConfig],
         session: Callable[[], AbstractAsyncContextManager[None]],
+        pins: AgentPins | None = None,
     ) -> None:
         self.instructions = instructions
+        self.pins = pins or AgentPins(instructions)
         self.turn = turn
         """The loop's configuration (tools included) for the run's current turn."""
         self.session = session
@@ -60,10 +63,11 @@ class AgentKind:
 
     def check(self, state: RunState, given: Given) -> None:
         check_resumable(state, given.decisions, given.message, as_child=given.as_child)
-        tools = self.turn(state).tools
-        check_tools(state, tools)
-        check_schemas(state, tools)
-        check_instructions(state, self.instructions)
+
+    def pin(self, state: RunState) -> Pin:
+        """What the run is checked against (tools, schemas, instructions: `engine/compat`)."""
+        config = self.turn(state)
+        return self.pins.pin(config.tools, config.model.name)
 
     async def route(self, loop: LoopSteps, given: Given) -> tuple[str, ...]:
         core = loop.core

@@ -13,16 +13,19 @@ from statemachine import StateChart
 from loopstate.engine.approval import ApprovalRequest, Approver, Decision, SyncApprover
 from loopstate.engine.budget import Budget
 from loopstate.engine.clock import Clock, IdSource, random_ids, system_clock
+from loopstate.engine.compat import OnChange
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.fork import fork_run
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.messages import UserMessage
+from loopstate.engine.migration import Migration
 from loopstate.engine.model import Model
 from loopstate.engine.models.retry import RetryPolicy
 from loopstate.engine.operations import abort_run
 from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import OutsideError, outside, outside_text
+from loopstate.engine.pinning import Judgement
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import FlowPosition, RunState
@@ -40,6 +43,7 @@ from loopstate.machines.flows.driver import FlowConfig
 from loopstate.machines.flows.kind import FlowKind, check_flow
 from loopstate.machines.flows.machine import check_machine, flow_table
 from loopstate.machines.flows.phase import BoundPhase, FlowData, Phase
+from loopstate.machines.flows.pinned import FlowPins
 from loopstate.machines.flows.result import FlowResult
 from loopstate.machines.flows.typed import check_data_model, misfit, typed_tools
 
@@ -84,6 +88,9 @@ class Flow:
         log: Any = None,
         budget: Budget | None = None,
         max_steps: int | None = None,
+        version: str | None = None,
+        on_change: OnChange | Mapping[str, OnChange] | None = None,
+        migrations: Sequence[Migration] = (),
     ) -> None:
         self._options: dict[str, Any] = {
             k: v for k, v in locals().items() if k not in ("self", "__class__")
@@ -123,7 +130,13 @@ class Flow:
             data=data,
             max_steps=max_steps,
         )
-        self._protocol = RunProtocol(self.options, FlowKind(self))
+        pins = FlowPins(self.name, machine, self.phases, version, on_change, migrations)
+        self.definition = pins.definition  # what its runs are pinned to (`Agent.definition`)
+        self._protocol = RunProtocol(self.options, FlowKind(self, pins))
+
+    async def check_run(self, run_id: str) -> Judgement:
+        """Whether the stored run would resume under this flow (see `Agent.check_run`)."""
+        return await self._protocol.verdict(run_id)
 
     def clone(self, **changes: Any) -> Flow:
         """A new flow with the same configuration but for `changes` (any `__init__` argument),

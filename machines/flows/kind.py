@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from loopstate.engine.approval import Decision
 from loopstate.engine.clock import Clock
+from loopstate.engine.compat import Pin
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import RunNotResumable, UnknownCall
 from loopstate.engine.events import PhaseChanged
@@ -16,11 +17,11 @@ from loopstate.engine.operations import queue_routed, route_decisions
 from loopstate.engine.protocol import Given
 from loopstate.engine.state import RunState
 from loopstate.engine.store import Store
-from loopstate.machines.agent.fit import check_tools
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.resuming import resume_loop
 from loopstate.machines.flows.driver import FlowSteps
 from loopstate.machines.flows.machine import FINAL
+from loopstate.machines.flows.pinned import FlowPins
 
 if TYPE_CHECKING:
     from loopstate.machines.flows.flow import Flow
@@ -31,8 +32,9 @@ _LOOP_STATES = tuple(s.id for s in AgentLoop.states if s.id not in LOOP_FINAL an
 class FlowKind:
     """A flow run, as `RunProtocol` starts and resumes it."""
 
-    def __init__(self, flow: Flow) -> None:
+    def __init__(self, flow: Flow, pins: FlowPins) -> None:
         self.flow = flow
+        self.pins = pins
 
     def stepper(self, core: RunCore) -> FlowSteps:
         return FlowSteps(core, self.flow._config)
@@ -40,9 +42,10 @@ class FlowKind:
     def check(self, state: RunState, given: Given) -> None:
         flow = self.flow
         _check_resumable(state, flow.name, message=given.message, decisions=given.decisions)
-        if state.phase in flow.phases:
-            who = f"phase {state.phase} of flow {flow.name}"
-            check_tools(state, flow.phases[state.phase].tools, who=who)
+
+    def pin(self, state: RunState) -> Pin:
+        """Its tools, schemas and phases against the run's (`engine/compat`)."""
+        return self.pins.pin(state)
 
     async def route(self, steps: FlowSteps, given: Given) -> tuple[str, ...]:
         """The user's message to a phase that waits for it; decisions for an agent phase's

@@ -79,6 +79,13 @@ async function refresh() {
       await Promise.all([listApprovals(), listRuns("failed", "failed", "No run has failed."),
         listRuns("done", "done", "No run has finished yet.")]);
     } while (again);
+    // Runs the served agent would refuse at resume (a deploy changed what they need): marked.
+    const refused = await ls.api("GET", "/api/runs?compatible=false");
+    cards.querySelector(".incompatible")?.remove();
+    if (refused.ok && refused.data.items.length) {
+      cards.append(ls.el("ul", { class: "incompatible", role: "status" },
+        ...refused.data.items.map((r) => ls.el("li", { "data-run": r.run_id, text: `run ${r.run_id} cannot resume under the agent served here (incompatible): ${r.why.join("; ")}` }))));
+    }
   })();
   try { await refreshing; } finally { refreshing = null; }
 }

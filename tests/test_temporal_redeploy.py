@@ -1,0 +1,63 @@
+"""A changed agent meets a workflow in flight: a tool call its worker's agent can no longer
+run fails the activity for good (`IncompatibleRun`, non-retryable) and the run ends `failed`
+once, with the reason, never a workflow task failing in a loop; the tool never runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporal_agents import agents
+from temporal_support import serving, wait_pending
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from loopstate.engine.state import CallRecord
+from loopstate.temporal.activities import run_tool
+from loopstate.temporal.catalog import serve
+from loopstate.temporal.data import ToolCallRun
+
+
+def redeployed(workdir: Path) -> None:
+    """The worker's `writer` as a later deploy serves it: without `write_note`."""
+    writer = agents(workdir)["writer"]
+    serve({"writer": writer.clone(tools=[t for t in writer.tools if t.name != "write_note"])})
+
+
+async def test_a_call_whose_tool_the_served_agent_lost_fails_the_activity_for_good(
+    tmp_path: Path,
+) -> None:
+    redeployed(tmp_path)
+    arguments = {"path": "notes.txt", "text": "hi"}
+    record = CallRecord(
+        call_id="note_1", tool="write_note", raw_arguments="{}", arguments=arguments,
+        status="approved",
+    )  # fmt: skip
+    with pytest.raises(ApplicationError) as failed:
+        await ActivityEnvironment().run(
+            run_tool, ToolCallRun(agent="writer", run_id="run-1", record=record)
+        )
+    assert (failed.value.type, failed.value.non_retryable) == ("IncompatibleRun", True)
+    assert failed.value.message == (
+        "run run-1 cannot resume under this definition (nothing was changed): the served "
+        "agent lacks tool write_note, which call note_1 needs"
+    )
+
+
+async def test_a_run_in_flight_fails_once_when_its_approved_tool_was_deployed_away(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with serving(temporal_address, tmp_path) as s:
+        run_id = await s.runs.start("writer", "note hello")
+        await wait_pending(s.runs, run_id)
+        redeployed(tmp_path)  # the workflow stays cached; its next activity meets the deploy
+        await s.runs.approve(run_id, "note_1")
+        result = await s.runs.result(run_id)
+        history = await s.client.get_workflow_handle(run_id).fetch_history()
+    assert result.status == "failed"
+    lost = "the served agent lacks tool write_note, which call note_1 needs"
+    assert lost in (result.error or "")
+    kinds = [e.WhichOneof("attributes") for e in history.events]
+    assert "workflow_task_failed_event_attributes" not in kinds
+    assert kinds.count("activity_task_scheduled_event_attributes") == 2  # model, tool: no retry
+    assert not (tmp_path / "notes.txt").exists()
