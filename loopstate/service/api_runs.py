@@ -99,9 +99,9 @@ def routes(service: Service) -> APIRouter:
     ) -> dict[str, Any]:
         who = await guard.who(request, "read", None)
         status = check_query(status, "status") or None
-        if compatible is not None:  # judged against the served agents: see `compat`
-            return await runs_by_compatibility(service, compatible, status)
         keep = partial(guard.tenancy.visible, who.tenant)
+        if compatible is not None:  # judged against the served agents: see `compat`
+            return await runs_by_compatibility(service, compatible, status, keep)
         page = await runs_page(service.store, status, check_limit(limit), cursor, keep)
         return {**page, "items": await with_errors(service.store, page["items"])}
 

@@ -4,6 +4,7 @@ verdict and why (`loopstate.checking`; `loopstate runs check` asks the same)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loopstate.checking import open_run
@@ -16,13 +17,17 @@ _ALL = 1_000_000
 
 
 async def runs_by_compatibility(
-    service: Service, compatible: bool, status: str | None
+    service: Service,
+    compatible: bool,
+    status: str | None,
+    visible: Callable[[str], Awaitable[bool]],
 ) -> dict[str, Any]:
-    """Every open top-level run (of `status`, if given) whose verdict is (in)compatible, newest
-    first, in one page (runs awaiting a deploy are few; no cursor)."""
+    """Every open top-level run (of `status`, if given) that the caller may see (`visible`:
+    its tenant's) whose verdict is (in)compatible, newest first, in one page (runs awaiting a
+    deploy are few; no cursor)."""
     items: list[dict[str, Any]] = []
     for summary in await service.store.list_runs(status=status, limit=_ALL, by="created"):
-        if not open_run(summary):
+        if not open_run(summary) or not await visible(summary.run_id):
             continue
         verdict = await _verdict(service, summary)
         if verdict is not None and (verdict["verdict"] != "incompatible") is compatible:
