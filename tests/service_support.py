@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from support.waiting import MARGIN
 
 TESTS = Path(__file__).parent
 TOKEN = "test-token-123"
@@ -87,7 +88,7 @@ def start(
             [sys.executable, "-m", "loopstate", *args], env=environ, stdout=out, stderr=out
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + MARGIN  # a margin for a stuck server, not a time relied on
     while True:
         try:
             with server.client() as c:
@@ -104,10 +105,10 @@ def start(
 def stop(server: Server, sig: int = signal.SIGTERM) -> None:
     server.process.send_signal(sig)
     try:
-        server.process.wait(timeout=15)
+        server.process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         server.process.kill()
-        raise AssertionError("loopstate serve did not stop within 15 s") from None
+        raise AssertionError("loopstate serve did not stop within 60 s") from None
 
 
 @contextmanager
@@ -120,7 +121,7 @@ def serving(tmp: Path, **env: str) -> Iterator[Server]:
             stop(server)
 
 
-def wait_for(check: Any, *, within: float = 15.0, every: float = 0.05) -> Any:
+def wait_for(check: Any, *, within: float = MARGIN, every: float = 0.05) -> Any:
     """Call `check()` until it returns something truthy; fail after `within` seconds."""
     deadline = time.monotonic() + within
     while True:

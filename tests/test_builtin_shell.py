@@ -52,9 +52,9 @@ async def test_a_timeout_kills_the_whole_group_even_a_child_ignoring_sigterm(
         "bash -c 'trap \"\" TERM; echo $$ > child.pid; while true; do sleep 0.05; done' & wait"
     )
     started = time.monotonic()
-    with pytest.raises(ToolError, match=r"timed out after 0\.5 s.*killed.*\nstarted"):
-        await invoke(bash, tmp_path, command=command, timeout=0.5)
-    assert time.monotonic() - started < 1.5
+    with pytest.raises(ToolError, match=r"timed out after 2 s.*killed.*\nstarted"):
+        await invoke(bash, tmp_path, command=command, timeout=2)
+    assert time.monotonic() - started < 12  # the child never ends by itself
     assert await gone(int((tmp_path / "child.pid").read_text()))
 
 
@@ -64,7 +64,7 @@ async def test_background_jobs_end_with_the_command_instead_of_holding_it(
     started = time.monotonic()
     out = await invoke(bash, tmp_path, command="sleep 30 & echo $! > bg.pid; echo done", timeout=5)
     assert out == "exit code 0\ndone\n"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 12  # not the background job's 30 s
     assert await gone(int((tmp_path / "bg.pid").read_text()))
 
 
@@ -147,7 +147,7 @@ async def test_a_detached_process_is_killed_when_the_command_exits(
 async def test_a_detached_process_is_killed_on_timeout(tmp_path: Path, start: str) -> None:
     command = f"{start} {WAIT_FOR_PID}; echo waiting; sleep 30"
     with pytest.raises(ToolError, match=r"every process it started were killed.*\nwaiting"):
-        await invoke(bash, tmp_path, command=command, timeout=1)
+        await invoke(bash, tmp_path, command=command, timeout=3)
     assert not alive(int((tmp_path / "detached.pid").read_text()))
 
 

@@ -271,7 +271,7 @@ def child(db: Path, server: ModelServer, *args: str) -> subprocess.Popen[str]:
 
 
 def last_line(proc: subprocess.Popen[str]) -> str:
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     return out.strip().splitlines()[-1]
 
@@ -286,7 +286,7 @@ def test_a_run_killed_mid_tool_is_forked_in_one_process_and_resumed_in_another(
         assert source.stdout is not None
         assert source.stdout.readline() == "started\n"
         source.send_signal(signal.SIGKILL)
-        source.communicate(timeout=60)
+        source.communicate(timeout=300)
         before = rows(db, "source")
 
         fork_id = last_line(child(db, server, "fork", "source", "2"))

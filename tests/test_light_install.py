@@ -37,7 +37,7 @@ print(sorted({m.split(".")[0] for m in sys.modules} & {"mcp", "starlette", "uvic
 def test_a_tool_call_round_trip_needs_no_mcp_package(tmp_path: Path) -> None:
     with serve(tool_call_reply(("c1", "add", {"a": 1, "b": 2})), text_reply("3")) as server:
         out = subprocess.run([sys.executable, "-c", CHILD, f"{server.url}/v1"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.stdout.splitlines() == ["done: 3", "[]"], out.stderr
     (tools,) = [r.body["tools"] for r in server.requests[:1]]
     assert tools[0]["function"]["name"] == "add"

@@ -35,7 +35,7 @@ def pytest_run(folder: Path, *args: str, env: dict[str, str]) -> subprocess.Comp
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
          *args],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+        cwd=folder, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
 

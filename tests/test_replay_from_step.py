@@ -107,7 +107,7 @@ async def test_the_cli_replays_from_a_step_and_prints_the_departure(tmp_path: Pa
         out = subprocess.run(
             [sys.executable, "-m", "loopstate", "replay", str(tape), "--from-step", "2",
              "--agent", "newagent:agent", "--json"],
-            capture_output=True, text=True, cwd=tmp_path, timeout=120,
+            capture_output=True, text=True, cwd=tmp_path, timeout=300,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "BASE": server.openai_base},
         )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -39,7 +39,7 @@ def pytest_run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "-o",
          "asyncio_default_fixture_loop_scope=function",
          *args],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=120,
+        cwd=folder, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
 

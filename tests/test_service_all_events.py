@@ -115,7 +115,7 @@ def test_a_decision_queued_by_another_process_reaches_the_inbox_at_once(tmp_path
             assert data["updated_at"] > before
             # the feed polls the log every 0.25 s: seconds, not a long poll's minute, even when
             # a busy machine starves the server
-            assert seen - decided[0] < 5.0
+            assert seen - decided[0] < 20.0
             [email] = client.get("/api/approvals").json()["items"]
             assert email["tool"] == "send_email"
             assert client.get(f"/api/runs/{run_id}").json()["updated_at"] == data["updated_at"]

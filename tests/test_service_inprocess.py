@@ -83,4 +83,4 @@ async def test_a_stream_pings_and_ends_after_its_lifetime_with_retry_set(url: st
     text = body.decode()
     assert "retry: 250" in text
     assert text.count(": ping") >= 2
-    assert 0.9 <= elapsed < 3
+    assert 0.9 <= elapsed < 10  # ended: pings alone would keep it open for ever

@@ -73,7 +73,8 @@ def test_a_server_with_streams_open_stops_promptly(tmp_path: Path) -> None:
         read_events(client, f"/api/runs/{run_id}/events", 1)
         began = time.monotonic()
         stop(server, signal.SIGTERM)
-        assert time.monotonic() - began < 3  # measured: 0.2 s
+        # measured: 0.2 s; a graceful shutdown would wait for the open streams for ever
+        assert time.monotonic() - began < 10
         # uvicorn re-raises the signal once it has shut down cleanly
         assert server.process.returncode == -signal.SIGTERM
         assert "Traceback" not in server.log.read_text()

@@ -1,6 +1,7 @@
 """The wheel built from the repo, installed into a fresh virtualenv: built once per test run.
 
-`installed_wheel()` builds the wheel (no build isolation: offline), creates a virtualenv
+`installed_wheel()` builds the wheel (no build isolation: offline) from a copy of the
+sources (the repo gets no `build/`; parallel runs never build in one folder), creates a virtualenv
 without pip (this interpreter's pip installs into it with `--python`), points it at this
 interpreter's site-packages for the dependencies (no network) and installs loopstate only
 from the wheel. The tests use it read-only.
@@ -8,6 +9,7 @@ from the wheel. The tests use it read-only.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -16,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+NOT_SOURCES = shutil.ignore_patterns(
+    ".*", "build", "dist", "*.egg-info", "__pycache__", "node_modules", "tests", "bench"
+)
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,18 @@ class InstalledWheel:
 
 
 def installed_wheel(where: Path) -> InstalledWheel:
-    dist = where / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+    """Build and install into `where`, or reuse what an earlier call installed there."""
+    dist, env, ready = where / "dist", where / "venv", where / "ready"
+    if ready.exists():
+        (wheel,) = dist.glob("loopstate-*.whl")
+        return InstalledWheel(wheel, env)
+    shutil.rmtree(where, ignore_errors=True)  # a build that failed half-way
+    sources = where / "sources"
+    shutil.copytree(ROOT, sources, ignore=NOT_SOURCES)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(sources), "--no-deps",
                     "--no-build-isolation", "-q", "-w", str(dist)],
                    check=True, cwd=where, capture_output=True)  # fmt: skip
     (wheel,) = dist.glob("loopstate-*.whl")
-    env = where / "venv"
     venv.EnvBuilder(with_pip=False).create(env)
     python = env / "bin" / "python"
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
@@ -45,4 +56,5 @@ def installed_wheel(where: Path) -> InstalledWheel:
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
                     "--no-deps", "--no-index", str(wheel)], check=True,
                    capture_output=True)  # fmt: skip
+    ready.touch()
     return InstalledWheel(wheel, env)
