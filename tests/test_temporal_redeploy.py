@@ -4,6 +4,7 @@ once, with the reason, never a workflow task failing in a loop; the tool never r
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from temporal_support import serving, wait_pending
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from loopstate import Agent, Flow
 from loopstate.engine.state import CallRecord
+from loopstate.temporal import agent_worker
 from loopstate.temporal.activities import run_tool
 from loopstate.temporal.catalog import serve
 from loopstate.temporal.data import ToolCallRun
@@ -61,3 +64,44 @@ async def test_a_run_in_flight_fails_once_when_its_approved_tool_was_deployed_aw
     assert "workflow_task_failed_event_attributes" not in kinds
     assert kinds.count("activity_task_scheduled_event_attributes") == 2  # model, tool: no retry
     assert not (tmp_path / "notes.txt").exists()
+
+
+def _writer_v2(workdir: Path, change: str) -> dict[str, Agent | Flow]:
+    """`writer` as a later deploy serves it: `write_note` removed, or no longer gated."""
+    writer = agents(workdir)["writer"]
+    assert isinstance(writer, Agent)
+    kept = [t for t in writer.tools if t.name != "write_note"]
+    if change == "ungated":
+        note = next(t for t in writer.tools if t.name == "write_note")
+        kept.append(dataclasses.replace(note, needs_approval=False))
+    return {"writer": writer.clone(tools=kept)}
+
+
+@pytest.mark.parametrize(
+    ("change", "status"), [("removed", "failed"), ("ungated", "done")], ids=["removed", "ungated"]
+)
+async def test_a_replay_under_a_changed_agent_never_fails_the_workflow_task(
+    temporal_address: str, tmp_path: Path, change: str, status: str
+) -> None:
+    """The run waits under v1; a fresh worker serving v2 (no cache: every task replays the
+    history) takes the decision: the calls keep the gating recorded with the model's reply."""
+    async with serving(temporal_address, tmp_path, worker=False) as s:
+        queue = s.task_queue
+        async with agent_worker(s.client, agents(tmp_path), task_queue=queue):
+            run_id = await s.runs.start("writer", "note hello")
+            await wait_pending(s.runs, run_id)
+        v2 = _writer_v2(tmp_path, change)
+        async with agent_worker(s.client, v2, task_queue=queue, max_cached_workflows=0):
+            await s.runs.approve(run_id, "note_1")
+            result = await s.runs.result(run_id)
+        history = await s.client.get_workflow_handle(run_id).fetch_history()
+    kinds = [e.WhichOneof("attributes") for e in history.events]
+    assert "workflow_task_failed_event_attributes" not in kinds
+    assert result.status == status
+    if change == "removed":
+        assert "the served agent lacks tool write_note, which call note_1 needs" in (
+            result.error or ""
+        )
+        assert not (tmp_path / "notes.txt").exists()
+    else:
+        assert (tmp_path / "notes.txt").read_text() == "hello\n"

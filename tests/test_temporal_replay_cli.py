@@ -12,15 +12,27 @@ from pathlib import Path
 
 import pytest
 from temporal_support import serving
+from temporalio import workflow
 
 from loopstate import Agent
 from loopstate.machines.agent.delegation import AgentTool
 from loopstate.temporal import replay_history
+from loopstate.temporal.data import WORKFLOW
 
 pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).parent
 APPROVE = TESTS / "temporal_histories" / "approve.json"
+
+
+@workflow.defn(name=WORKFLOW)
+class BrokenAgentWorkflow:
+    """Workflow code deployed with a bug: each of its tasks fails, and Temporal retries it.
+    (A changed agent no longer does this to a run: see `test_temporal_redeploy`.)"""
+
+    @workflow.run
+    async def run(self, start: dict[str, object]) -> None:
+        raise RuntimeError("a bug in the deployed workflow code")
 
 
 def loopstate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -86,17 +98,15 @@ STARTUP_S = 8.0
 async def test_show_says_so_within_two_seconds_when_the_runs_workflow_task_fails(
     temporal_address: str, tmp_path: Path
 ) -> None:
-    from temporal_agents import writer_without_write_note
     from temporal_support import wait_pending
-
-    from loopstate.temporal import agent_worker
+    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
     async with serving(temporal_address, tmp_path) as s:  # a worker with the recorded agent
         run_id = await s.runs.start("writer", "note hello", run_id="task-fails")
         await wait_pending(s.runs, run_id)
-    changed = agent_worker(s.client, {"writer": writer_without_write_note()},
-                           task_queue=s.task_queue)  # fmt: skip
-    async with changed:  # the agent lost its gated tool: the run's history no longer replays
+    broken = Worker(s.client, task_queue=s.task_queue, workflows=[BrokenAgentWorkflow],
+                    workflow_runner=UnsandboxedWorkflowRunner())  # fmt: skip
+    async with broken:  # a deploy whose workflow code fails every task of the run
         await s.runs.decide(run_id, "note_1", {"kind": "approve"}, wait=False)
         handle = s.client.get_workflow_handle(run_id)
         for _ in range(2400):  # until Temporal retries the failed workflow task (2 min margin)

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payloads
@@ -28,27 +29,54 @@ from loopstate.engine.errors import IncompatibleRun, ModelError
 from loopstate.engine.executor import Executor
 from loopstate.engine.model import ModelResponse
 from loopstate.engine.models.retry import RetryingModel
+from loopstate.engine.sanitize import storable
 from loopstate.engine.state import CallRecord
 from loopstate.engine.tool import Tool, ToolContext
-from loopstate.temporal.catalog import effects
-from loopstate.temporal.data import MODEL_ACTIVITY, TOOL_ACTIVITY, ModelCall, ToolCallRun
+from loopstate.temporal.catalog import Effects, effects
+from loopstate.temporal.data import (
+    MODEL_ACTIVITY,
+    TOOL_ACTIVITY,
+    ModelCall,
+    ModelStep,
+    ToolCallRun,
+)
 
 BODY_STARTED = "body_started"
 """A tool attempt's heartbeat detail, `body_started:CALL_ID`, once its body may have begun."""
 
 
 @activity.defn(name=MODEL_ACTIVITY)
-async def complete_model(call: ModelCall) -> ModelResponse:
+async def complete_model(call: ModelCall) -> ModelStep:
     """One attempt of a model step with the served agent's model (its `RetryingModel`, if
-    any, unwrapped: Temporal retries, the activity does not sleep)."""
-    model = effects(call.agent).model
+    any, unwrapped: Temporal retries, the activity does not sleep); with its calls classified
+    when asked (`classified`)."""
+    at = effects(call.agent)
+    model = at.model
     assert model is not None, f"{call.agent} calls no model"
     if isinstance(model, RetryingModel):
         model = model.model
     try:
-        return await model.complete(call.request)
+        response = await model.complete(call.request)
     except ModelError as exc:
         raise attempt_failed(exc) from None
+    records = classified(call, response, at) if call.classify else None
+    return ModelStep(**dict(response), records=records)
+
+
+def classified(call: ModelCall, response: ModelResponse, at: Effects) -> tuple[CallRecord, ...]:
+    """The reply's calls as the served definition classifies them now (unknown tool, invalid
+    arguments, forbidden by a rule, gated and why, or approved), the executor's own
+    `prepare`: the workflow takes these from its history instead of classifying them itself,
+    so a replay under a later definition makes the commands the first execution made."""
+    executor = Executor(at.tools, auto_approve=at.auto_approve)
+
+    def context(call_id: str, tool: str) -> ToolContext[Any]:
+        return ToolContext(
+            run_id=call.run_id, call_id=call_id, tool=tool, deps=at.deps, workspace=at.workspace
+        )
+
+    reply = storable(response).message
+    return tuple(executor.prepare(reply.calls, context, call.rules))
 
 
 def attempt_failed(exc: ModelError) -> ApplicationError:

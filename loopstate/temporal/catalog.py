@@ -53,6 +53,8 @@ class Effects:
     workspace: Path | None
     phase: bool = False
     """A flow's model phase: its tools' `deps` are a `FlowDeps` over the data the call carries."""
+    auto_approve: bool = False
+    """Gated calls are approved as they are made (the run's `auto_approve`)."""
 
     def deps_for(self, data: dict[str, Any] | None) -> Any:
         return FlowDeps(data=data or {}, user=self.deps) if self.phase else self.deps
@@ -95,10 +97,11 @@ def effects(address: str) -> Effects:
     found = resolve(address)
     if isinstance(found, Agent):
         o = found.options
-        return Effects(found.model, {t.name: t for t in found.tools}, o.deps, o.workspace)
+        tools = {t.name: t for t in found.tools}
+        return Effects(found.model, tools, o.deps, o.workspace, auto_approve=o.auto_approve)
     if isinstance(found, Phase):
-        o = found.flow.options
-        return Effects(found.bound.model, found.bound.tools, o.deps, o.workspace, phase=True)
+        o, bound = found.flow.options, found.bound
+        return Effects(bound.model, bound.tools, o.deps, o.workspace, True, o.auto_approve)
     raise DefinitionError(f"{address!r} is a flow: its phases run its effects")
 
 

@@ -12,7 +12,8 @@ from pydantic import Field
 
 from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.data import Frozen
-from loopstate.engine.model import ModelRequest
+from loopstate.engine.model import ModelRequest, ModelResponse
+from loopstate.engine.rule import Rule
 from loopstate.engine.state import CallRecord, ParentLink, RunState
 
 WORKFLOW = "loopstate.agent"
@@ -138,6 +139,20 @@ class ModelCall(Frozen):
     agent: str
     """The address of the agent, or flow phase, whose model it is (see `catalog`)."""
     request: ModelRequest
+    classify: bool = False
+    """Return the reply's calls classified (`ModelStep.records`) by the served definition."""
+    run_id: str = ""
+    rules: tuple[Rule, ...] = ()
+    """The run's rules, which gate or forbid calls as its tools do."""
+
+
+class ModelStep(ModelResponse):
+    """A model activity's result: the reply and, when asked (`ModelCall.classify`), each of
+    its calls classified when the model was called (invalid, forbidden, waiting for a
+    decision and why, or approved) by the definition the worker served then. Recorded in the
+    history, so a replay under a changed definition classifies nothing again."""
+
+    records: tuple[CallRecord, ...] | None = None
 
 
 class ToolCallRun(Frozen):

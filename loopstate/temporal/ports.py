@@ -11,7 +11,7 @@ log    → `ReplaySafeLog`: silent while the workflow replays
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +40,7 @@ from loopstate.temporal.data import (
     MODEL_ACTIVITY,
     TOOL_ACTIVITY,
     ModelCall,
+    ModelStep,
     RunSettings,
     ToolCallRun,
 )
@@ -148,6 +149,9 @@ class ActivityModel:
         self._name = name
         self.settings = settings
         self.retry = retry
+        self.classifying: Callable[[], RunState] | None = None
+        """The run whose calls the activity classifies (`ModelCall.classify`), if asked."""
+        self._step: ModelStep | None = None
 
     @property
     def name(self) -> str:
@@ -156,6 +160,9 @@ class ActivityModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         s = self.settings
         call = ModelCall(agent=self.agent, request=request)
+        if self.classifying is not None:
+            run = self.classifying()
+            call = call.evolve(classify=True, run_id=run.run_id, rules=run.rules)
         if not s.by_reference:
             size = len(call.model_dump_json())
             if size > s.payload_limit:
@@ -166,21 +173,35 @@ class ActivityModel:
                 )
         timeout = timedelta(seconds=s.model_timeout_s)
         retry = temporal_retry(self.retry, s.model_attempts)
-        response: ModelResponse
+        step: ModelStep
         try:
             execute = (
                 workflow.execute_local_activity if s.local_model else workflow.execute_activity
             )
-            response = await execute(
+            step = await execute(
                 MODEL_ACTIVITY,
                 call,
-                result_type=ModelResponse,
+                result_type=ModelStep,
                 start_to_close_timeout=timeout,
                 retry_policy=retry,
             )
         except ActivityError as exc:
             raise model_error(exc) from None
-        return response
+        self._step = step
+        return step
+
+    def recorded(self, response: ModelResponse) -> list[CallRecord] | None:
+        """The calls of `response` (the last step's reply, with the run's call ids) as the
+        activity classified them, recorded in the history; None if it did not (a history
+        recorded before it did, or a worker that does not): the loop classifies them then."""
+        step, self._step = self._step, None
+        calls = response.message.calls
+        if step is None or step.records is None or len(step.records) != len(calls):
+            return None
+        return [
+            r.evolve(call_id=c.id, tool=c.name, raw_arguments=c.function.arguments)
+            for r, c in zip(step.records, calls, strict=True)
+        ]
 
 
 def temporal_retry(policy: ModelRetry | None, attempts: int) -> RetryPolicy:

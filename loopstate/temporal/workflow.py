@@ -65,9 +65,12 @@ class AgentWorkflow(RunWorkflow):
             log=log,
         )
         self.children = ChildWorkflows(start.agent, store, settings, start.parent)
+        model = ActivityModel(start.agent, agent.model.name, settings, retry_of(agent.model))
+        model.classifying = lambda: self.core.state  # replays never classify calls again
         config = dataclasses.replace(
             agent._loop,  # the agent's own loop configuration, with the workflow's ports
-            model=ActivityModel(start.agent, agent.model.name, settings, retry_of(agent.model)),
+            model=model,
+            recorded=model.recorded,
             options=options,
             deps=None,
             tool_runner=ActivityTools(start.agent, agent._loop.tools, settings),

@@ -33,7 +33,7 @@ from loopstate.engine.events import (
 from loopstate.engine.executor import Executor, result_message
 from loopstate.engine.failure import failure_of
 from loopstate.engine.messages import Message
-from loopstate.engine.model import Model, ToolChoice
+from loopstate.engine.model import Model, ModelResponse, ToolChoice
 from loopstate.engine.options import RunOptions, StopCondition
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import CallRecord
@@ -75,6 +75,8 @@ class LoopConfig:
     """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
     tool_runner: ToolRunner | None = None
     child_runner: ChildRunner | None = None  # default `run_child`; Temporal: child workflows
+    recorded: Callable[[ModelResponse], list[CallRecord] | None] | None = None
+    """The reply's calls as classified where the model was called (Temporal's activity)."""
 
 
 class LoopSteps(OnCore):
@@ -147,7 +149,9 @@ class LoopSteps(OnCore):
             await self._stall(exc)
             return True
         reply = response.message
-        records = self.executor.prepare(reply.calls, self.context, self.state.rules)
+        records = config.recorded(response) if config.recorded is not None else None
+        if records is None:
+            records = self.executor.prepare(reply.calls, self.context, self.state.rules)
         state = self.state
         update: dict[str, Any] = {
             "messages": (*state.messages, reply),
@@ -163,14 +167,11 @@ class LoopSteps(OnCore):
         self.state = state.evolve(**update)
         await self.core.emit(
             ModelResponded.trusted(
-                **self.core.at(),
-                model=response.model or self.config.model.name,
-                tool_calls=tuple(c.name for c in reply.calls),
-                usage=response.usage,
-                text=reply.content,
-                reasoning=reply.reasoning,
+                **self.core.at(), model=response.model or self.config.model.name,
+                tool_calls=tuple(c.name for c in reply.calls), usage=response.usage,
+                text=reply.content, reasoning=reply.reasoning,
             )
-        )
+        )  # fmt: skip
         for record in records:
             if record.decided_by == "auto_approve" or record.status == "denied":
                 await self.announce(record, "auto" if record.status == "approved" else "deny")
