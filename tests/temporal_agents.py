@@ -104,6 +104,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         call("write_note", {"path": "b.txt", "text": "B"}, id="note_b"),
         call("lookup", {"key": "x"}, id="look_x"),
     )
+    second_note = call("write_note", {"path": "notes.txt", "text": "again"}, id="note_2")
     ask = call("ask_person", {"question": "ship it?"}, id="ask_1")
     slow = call("append_then_wait", {"path": "effects.txt", "text": "once"}, id="slow_1")
 
@@ -142,6 +143,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         ),
         "writer": Agent(model(one_note, _answer), tools, store=store, instructions="Be brief."),
         "batch": Agent(model(batch, _answer), tools, store=store),
+        "twice": Agent(model(one_note, second_note, _answer), tools, store=store),
         "looper": Agent(model(*[_looping(5)] * 6), tools, store=store, max_steps=10),
         "slow": Agent(model(slow, _answer), tools, store=store),
         "asker": Agent(model(ask, _answer), [ask_person], store=store),  # an external tool

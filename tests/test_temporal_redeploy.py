@@ -8,14 +8,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from support.waiting import until
 from temporal_agents import agents
 from temporal_support import serving, wait_pending
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from loopstate import Agent, Flow
+from loopstate import Agent, ApprovalRequest, Flow
 from loopstate.engine.state import CallRecord
-from loopstate.temporal import agent_worker
+from loopstate.temporal import TemporalRuns, agent_worker
 from loopstate.temporal.activities import run_tool
 from loopstate.temporal.catalog import serve
 from loopstate.temporal.data import ToolCallRun
@@ -105,3 +106,41 @@ async def test_a_replay_under_a_changed_agent_never_fails_the_workflow_task(
         assert not (tmp_path / "notes.txt").exists()
     else:
         assert (tmp_path / "notes.txt").read_text() == "hello\n"
+
+
+async def test_a_replay_past_a_tool_activity_whose_tool_was_deployed_away_makes_its_commands(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """`twice` ran one approved note under v1 and waits for its second; v2 lacks the tool:
+    the replay schedules the first call's activity as it was (its result is in the history),
+    and the second call's activity fails the run once."""
+    async with serving(temporal_address, tmp_path, worker=False) as s:
+        queue = s.task_queue
+        async with agent_worker(s.client, agents(tmp_path), task_queue=queue):
+            run_id = await s.runs.start("twice", "two notes")
+            await wait_pending(s.runs, run_id)
+            await s.runs.approve(run_id, "note_1")
+            [second] = await wait_pending_call(s.runs, run_id, "note_2")
+        twice = agents(tmp_path)["twice"]
+        assert isinstance(twice, Agent)
+        v2 = {"twice": twice.clone(tools=[t for t in twice.tools if t.name != "write_note"])}
+        async with agent_worker(s.client, v2, task_queue=queue, max_cached_workflows=0):
+            await s.runs.approve(run_id, second.call_id)
+            result = await s.runs.result(run_id)
+        history = await s.client.get_workflow_handle(run_id).fetch_history()
+    kinds = [e.WhichOneof("attributes") for e in history.events]
+    assert "workflow_task_failed_event_attributes" not in kinds
+    assert result.status == "failed"
+    assert "lacks tool write_note, which call note_2 needs" in (result.error or "")
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"  # the first note, run once
+
+
+async def wait_pending_call(runs: TemporalRuns, run_id: str, call_id: str) -> list[ApprovalRequest]:
+    """The run's pending calls once `call_id` is among them."""
+
+    async def pending() -> list[ApprovalRequest]:
+        """the run's pending calls, once `call_id` waits"""
+        calls = await runs.pending(run_id)
+        return calls if any(c.call_id == call_id for c in calls) else []
+
+    return await until(pending, every=0.05)

@@ -45,6 +45,10 @@ from loopstate.temporal.data import (
     ToolCallRun,
 )
 
+ALWAYS_SCHEDULED = "loopstate-tool-activity-always-scheduled"
+"""The patch (`workflow.patched`) from which a call's tool activity is scheduled even when
+the served agent lacks its tool (before it, the workflow failed the run without one)."""
+
 
 def workflow_clock() -> float:
     """The workflow's deterministic time (that of the current workflow task)."""
@@ -250,18 +254,24 @@ class ActivityTools:
 
     async def __call__(self, record: CallRecord, ctx: ToolContext[Any]) -> CallRecord:
         tool, s = self.tools.get(record.tool), self.settings
-        if tool is None:  # a deploy removed it: fail the run once, not the task in a loop
+        patched = workflow.patched(ALWAYS_SCHEDULED)  # asked at every call: marked once
+        if tool is None and not patched:
             line = f"the served agent lacks tool {record.tool}, which call {record.call_id} needs"
-            raise IncompatibleRun(ctx.run_id, (line,))
-        limit = tool.timeout if tool.timeout is not None else s.tool_timeout_s
-        attempts = s.idempotent_attempts if tool.idempotent else s.unstarted_attempts
+            raise IncompatibleRun(ctx.run_id, (line,))  # as runs recorded before the patch did
+        # A deploy may have removed the tool since the call's activity ran: the activity is
+        # scheduled all the same (a replay makes the commands it made; a new attempt fails
+        # non-retryably as `IncompatibleRun`, once), with the defaults for what it would say.
+        timeout, retries = (tool.timeout, tool.retries) if tool is not None else (None, 0)
+        limit = timeout if timeout is not None else s.tool_timeout_s
+        idempotent = tool is not None and tool.idempotent
+        attempts = s.idempotent_attempts if idempotent else s.unstarted_attempts
         data = dict(ctx.deps.data) if isinstance(ctx.deps, FlowDeps) else None
         try:
             finished: CallRecord = await workflow.execute_activity(
                 TOOL_ACTIVITY,
                 ToolCallRun(agent=self.agent, run_id=ctx.run_id, record=record, data=data),
                 result_type=CallRecord,
-                start_to_close_timeout=timedelta(seconds=limit * (tool.retries + 1) + 30),
+                start_to_close_timeout=timedelta(seconds=limit * (retries + 1) + 30),
                 heartbeat_timeout=timedelta(seconds=s.heartbeat_s),
                 retry_policy=RetryPolicy(maximum_attempts=attempts),
             )
@@ -271,8 +281,8 @@ class ActivityTools:
             if isinstance(cause, ApplicationError) and cause.type == "IncompatibleRun":
                 said = cause.message.partition("(nothing was changed): ")[2] or cause.message
                 raise IncompatibleRun(ctx.run_id, tuple(said.split("; "))) from None
-            if tool.idempotent:  # retried and still lost: say so, it may be run again
-                text = f"Error: {tool.name} could not be run: {exc.cause or exc}"
+            if idempotent:  # retried and still lost: say so, it may be run again
+                text = f"Error: {record.tool} could not be run: {exc.cause or exc}"
                 return record.evolve(status="failed", result=text)
             return self._executor.recover(record, ask_again=False)
 
