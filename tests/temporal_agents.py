@@ -14,7 +14,7 @@ from pathlib import Path
 from flow_child import happy_script
 from statemachine import State
 
-from loopstate import Agent, MemoryStore, ModelRequest, ScriptedModel, tool
+from loopstate import Agent, MemoryStore, ModelRequest, ScriptedModel, Tool, tool
 from loopstate.engine.models.scripted import ScriptItem, call, calls
 from loopstate.machines.coaching import coaching_flow
 from loopstate.machines.flows import Flow, FlowData, FlowMachine, Phase
@@ -135,6 +135,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             name="desk",
             store=store,
         ),
+        "noting": noting(tools, model(one_note, _answer)),
         "pipeline": Flow(
             Pipeline,
             {"draft": Phase(agent=researcher, task="note {topic}")},
@@ -148,6 +149,11 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         "slow": Agent(model(slow, _answer), tools, store=store),
         "asker": Agent(model(ask, _answer), [ask_person], store=store),  # an external tool
     }
+
+
+def noting(tools: list[Tool], model: ScriptedModel) -> Flow:
+    """A flow of one model phase that writes a note (gated, if `write_note` is)."""
+    return Flow(Desk, {"work": Phase(tools=tools, model=model)}, name="noting", store=MemoryStore())
 
 
 def writer() -> Agent:

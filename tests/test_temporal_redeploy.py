@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import cast
 
 import pytest
 from support.waiting import until
-from temporal_agents import agents
+from temporal_agents import agents, noting
 from temporal_support import serving, wait_pending
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from loopstate import Agent, ApprovalRequest, Flow
+from loopstate import Agent, ApprovalRequest, Flow, ScriptedModel
 from loopstate.engine.state import CallRecord
 from loopstate.temporal import TemporalRuns, agent_worker
 from loopstate.temporal.activities import run_tool
@@ -144,3 +145,29 @@ async def wait_pending_call(runs: TemporalRuns, run_id: str, call_id: str) -> li
         return calls if any(c.call_id == call_id for c in calls) else []
 
     return await until(pending, every=0.05)
+
+
+async def test_a_flow_phase_replayed_under_an_ungated_tool_keeps_its_recorded_gate(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """The flow `noting` waits at its phase's gated call under v1; v2 no longer gates
+    `write_note`: a fresh worker replays, takes the approval and finishes the flow."""
+    async with serving(temporal_address, tmp_path, worker=False) as s:
+        queue = s.task_queue
+        async with agent_worker(s.client, agents(tmp_path), task_queue=queue):
+            run_id = await s.runs.start_flow("noting", "note hello")
+            await wait_pending(s.runs, run_id)
+        v1 = agents(tmp_path)["noting"]
+        assert isinstance(v1, Flow)
+        phase = v1.phases["work"]
+        assert phase.model is not None
+        tools = [dataclasses.replace(t, needs_approval=False) for t in phase.tools.values()]
+        v2 = {"noting": noting(tools, cast(ScriptedModel, phase.model))}
+        async with agent_worker(s.client, v2, task_queue=queue, max_cached_workflows=0):
+            await s.runs.approve(run_id, "note_1")
+            result = await s.runs.flow_result(run_id)
+        history = await s.client.get_workflow_handle(run_id).fetch_history()
+    kinds = [e.WhichOneof("attributes") for e in history.events]
+    assert "workflow_task_failed_event_attributes" not in kinds
+    assert result.status == "done"
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"

@@ -72,7 +72,11 @@ def classified(call: ModelCall, response: ModelResponse, at: Effects) -> tuple[C
 
     def context(call_id: str, tool: str) -> ToolContext[Any]:
         return ToolContext(
-            run_id=call.run_id, call_id=call_id, tool=tool, deps=at.deps, workspace=at.workspace
+            run_id=call.run_id,
+            call_id=call_id,
+            tool=tool,
+            deps=at.deps_for(call.data),
+            workspace=at.workspace,
         )
 
     reply = storable(response).message

@@ -144,6 +144,8 @@ class ModelCall(Frozen):
     run_id: str = ""
     rules: tuple[Rule, ...] = ()
     """The run's rules, which gate or forbid calls as its tools do."""
+    data: dict[str, Any] | None = None
+    """A flow's data, for its phase's gating predicates (their `ctx.deps`, a `FlowDeps`)."""
 
 
 class ModelStep(ModelResponse):

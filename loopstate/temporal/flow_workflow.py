@@ -22,7 +22,7 @@ from loopstate.engine.logs import get_logger
 from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import outside_text
 from loopstate.engine.tool import Tool
-from loopstate.machines.agent.steps import LoopSteps, ToolRunner
+from loopstate.machines.agent.steps import LoopSteps, Recorded, ToolRunner
 from loopstate.machines.flows.driver import FlowConfig, FlowSteps
 from loopstate.machines.flows.machine import flow_table
 from loopstate.machines.flows.phase import BoundPhase
@@ -73,6 +73,7 @@ class FlowWorkflow(RunWorkflow):
             table=flow_table(flow.machine),
             data=flow.data,
             tool_runners=self._tool_runner,
+            recorded=self._recorded,
             child_runner=self.children,
         )
         ports = RunPorts(store=store, clock=workflow_clock, owner="workflow", lease_s=0, log=log)
@@ -91,6 +92,14 @@ class FlowWorkflow(RunWorkflow):
     def _tool_runner(self, phase: str) -> ToolRunner:
         bound = self.phases[phase]
         return ActivityTools(f"{self.start.flow}/{phase}", bound.tools, self.start.settings)
+
+    def _recorded(self, phase: str) -> Recorded | None:
+        """The phase's calls as its model activity classified them (see `AgentWorkflow`)."""
+        model = self.phases[phase].model
+        if not isinstance(model, ActivityModel):
+            return None
+        model.classifying = lambda: self.core.state
+        return model.recorded
 
     def loop(self) -> LoopSteps | None:
         bound = self.phases.get(self.core.state.phase or "")

@@ -166,7 +166,8 @@ class ActivityModel:
         call = ModelCall(agent=self.agent, request=request)
         if self.classifying is not None:
             run = self.classifying()
-            call = call.evolve(classify=True, run_id=run.run_id, rules=run.rules)
+            data = dict(run.flow.data) if run.flow is not None else None
+            call = call.evolve(classify=True, run_id=run.run_id, rules=run.rules, data=data)
         if not s.by_reference:
             size = len(call.model_dump_json())
             if size > s.payload_limit:

@@ -50,6 +50,7 @@ P = ParamSpec("P")
 HistoryView = Callable[[tuple[Message, ...]], tuple[Message, ...]]
 """What the model is shown of a history (e.g. `TokenBudget`)."""
 
+Recorded = Callable[[ModelResponse], list[CallRecord] | None]
 ToolRunner = Callable[[CallRecord, ToolContext[Any]], Awaitable[CallRecord]]
 """Runs one approved call and returns its record with the outcome; never raises but for
 cancellation. The default is the executor's `run`, in this process; a Temporal workflow
@@ -75,8 +76,7 @@ class LoopConfig:
     """Builds the loop machine positioned at a state (an `AgentLoop` unless a test breaks one)."""
     tool_runner: ToolRunner | None = None
     child_runner: ChildRunner | None = None  # default `run_child`; Temporal: child workflows
-    recorded: Callable[[ModelResponse], list[CallRecord] | None] | None = None
-    """The reply's calls as classified where the model was called (Temporal's activity)."""
+    recorded: Recorded | None = None  # the calls classified where the model was (Temporal)
 
 
 class LoopSteps(OnCore):

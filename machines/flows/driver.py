@@ -29,7 +29,7 @@ from loopstate.engine.outside import outside_text
 from loopstate.engine.state import FlowPosition
 from loopstate.machines.agent.delegation import ChildRunner
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
-from loopstate.machines.agent.steps import LoopConfig, LoopSteps, ToolRunner
+from loopstate.machines.agent.steps import LoopConfig, LoopSteps, Recorded, ToolRunner
 from loopstate.machines.flows.children import phase_run_id, run_phase_agent
 from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
@@ -58,6 +58,8 @@ class FlowConfig:
     """The model calls the whole run may make, over all its phases (`Flow(max_steps=)`)."""
     tool_runners: Callable[[str], ToolRunner] | None = None
     """Where a phase's approved calls run, by phase (default: in this process)."""
+    recorded: Callable[[str], Recorded | None] | None = None
+    """Where a phase's calls were classified, by phase (Temporal: its model activity)."""
     child_runner: ChildRunner | None = None
     """How agent phases and sub-agents run their child runs (default: `run_child`)."""
 
@@ -292,5 +294,6 @@ class FlowSteps(OnCore):
             view=phase_view,
             deps=FlowDeps(data=dict(self.flow.data), user=options.deps),
             tool_runner=self.config.tool_runners(bound.name) if self.config.tool_runners else None,
+            recorded=self.config.recorded(bound.name) if self.config.recorded else None,
             child_runner=self.config.child_runner,
         )
