@@ -198,3 +198,12 @@ def _validated(kind: Any, body: Any, run_id: str, table: str, where: object) -> 
         raise RunDamaged(
             f"run {run_id}: corrupt {table} row {where}: {first['msg']} at {first['loc']}"
         ) from None
+
+
+def definition_body(text: str) -> dict[str, Any] | None:
+    """A kept definition's body; None if it is not a JSON object (judged as unknown)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None

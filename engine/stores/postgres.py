@@ -42,7 +42,13 @@ from loopstate.engine.store import (
     lease_is_live,
     pause_key,
 )
-from loopstate.engine.stores.codec import LISTED, decode_event, decode_run, listed
+from loopstate.engine.stores.codec import (
+    LISTED,
+    decode_event,
+    decode_run,
+    definition_body,
+    listed,
+)
 from loopstate.engine.stores.postgres_schema import migrate
 from loopstate.engine.stores.postgres_session import (
     connect,
@@ -54,8 +60,12 @@ from loopstate.engine.stores.postgres_session import (
 from loopstate.engine.stores.postgres_sql import (
     CLAIM,
     CREATE,
+    DEFINITION,
+    EVENTS,
     HOLDER,
+    KEEP_DEFINITION,
     KEPT,
+    LAST_EVENT,
     LEASE,
     LOAD,
     PRUNE_EVENTS,
@@ -211,22 +221,12 @@ class PostgresStore:
 
     async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
         async with self._use() as db:
-            found = await (
-                await db.execute(
-                    "SELECT id, body FROM loopstate_events WHERE id > %s ORDER BY id LIMIT %s",
-                    (after, limit),
-                )
-            ).fetchall()
+            found = await (await db.execute(EVENTS, (after, limit))).fetchall()
         return [decode_event(row, self.where) for row in found]
 
     async def last_event_id(self) -> int:
         async with self._use() as db:
-            row = await (
-                await db.execute(
-                    "SELECT greatest((SELECT max(id) FROM loopstate_events), "
-                    "(SELECT max(upto) FROM loopstate_pruned))"
-                )
-            ).fetchone()
+            row = await (await db.execute(LAST_EVENT)).fetchone()
         return 0 if row is None or row[0] is None else int(row[0])
 
     async def reserve_key(
@@ -304,26 +304,12 @@ class PostgresStore:
 
     async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
         async with self._use() as db:
-            await db.execute(
-                "INSERT INTO loopstate_definitions (fingerprint, body) VALUES (%s, %s) "
-                "ON CONFLICT (fingerprint) DO NOTHING",
-                (fingerprint, json.dumps(body, sort_keys=True)),
-            )
+            await db.execute(KEEP_DEFINITION, (fingerprint, json.dumps(body, sort_keys=True)))
 
     async def definition(self, fingerprint: str) -> dict[str, Any] | None:
         async with self._use() as db:
-            row = await (
-                await db.execute(
-                    "SELECT body FROM loopstate_definitions WHERE fingerprint = %s", (fingerprint,)
-                )
-            ).fetchone()
-        if row is None:
-            return None
-        try:
-            body = json.loads(row[0])
-        except ValueError:
-            return None
-        return body if isinstance(body, dict) else None
+            row = await (await db.execute(DEFINITION, (fingerprint,))).fetchone()
+        return None if row is None else definition_body(row[0])
 
     async def close(self) -> None:
         if self._conn is not None:

@@ -118,6 +118,17 @@ LOAD = (
 """A run's rows and its pause request (`pause_key`, then the run's id) in one statement: one
 snapshot, one round trip. Saves answer the pause request too: the driver's check at its next
 step boundary reads it from there, not with a statement of its own."""
+EVENTS = "SELECT id, body FROM loopstate_events WHERE id > %s ORDER BY id LIMIT %s"
+LAST_EVENT = (
+    "SELECT greatest((SELECT max(id) FROM loopstate_events), "
+    "(SELECT max(upto) FROM loopstate_pruned))"
+)
+"""The log's last id, counting what was pruned (ids are never reused)."""
+KEEP_DEFINITION = (
+    "INSERT INTO loopstate_definitions (fingerprint, body) VALUES (%s, %s) "
+    "ON CONFLICT (fingerprint) DO NOTHING"
+)
+DEFINITION = "SELECT body FROM loopstate_definitions WHERE fingerprint = %s"
 RESERVE = (
     "INSERT INTO loopstate_answers (key, fingerprint, at) VALUES (%s, %s, %s) "
     "ON CONFLICT (key) DO NOTHING RETURNING key"

@@ -31,6 +31,7 @@ from loopstate.engine.stores.codec import (
     LISTED,
     decode_event,
     decode_run,
+    definition_body,
     event_row,
     header,
     listed,
@@ -233,7 +234,7 @@ class SQLiteStore(Answers):
             .execute("SELECT body FROM definitions WHERE fingerprint = ?", (fingerprint,))
             .fetchone()
         )
-        return None if row is None else _definition_body(row[0])
+        return None if row is None else definition_body(row[0])
 
     def close(self) -> None:
         if self._db is not None:
@@ -360,15 +361,6 @@ class SQLiteStore(Answers):
             rows(run_id, first_call, state.calls[first_call:]),
         )
         db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
-
-
-def _definition_body(text: str) -> dict[str, Any] | None:
-    """A kept definition's body; None if it is not a JSON object (judged as unknown)."""
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
 
 
 def open_store(path: str | Path | None = None) -> SQLiteStore:
