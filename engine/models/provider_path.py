@@ -41,6 +41,13 @@ from loopstate.engine.models.litellm_contract import (
 from loopstate.engine.models.litellm_errors import retry_after
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.provider_history import Histories
+from loopstate.engine.models.provider_plain import (
+    COST_HEADER,
+    UNPRICED,
+    Rates,
+    find_rates,
+    plain_reply,
+)
 from loopstate.engine.streaming import DeltaListener
 
 PROVIDERS = frozenset({"openai", "anthropic", "groq", "deepseek", "xai", "mistral", "openrouter"})
@@ -193,6 +200,8 @@ class ProviderPath:
         self._config: Any = None
         self._templates: dict[tuple[bool, str, bool], Template] = {}
         self._histories: Histories | None = None
+        self._rates: dict[tuple[Any, Any], Rates | None] = {}
+        """Per reply model and tier: its plain replies' rates (None: read by litellm)."""
 
     def is_closed(self) -> bool:
         return bool(self.client.is_closed)
@@ -304,12 +313,22 @@ class ProviderPath:
             reply = json.loads(response.content)
         except ValueError:
             reply = None
-        shape = "content" if self.provider == "anthropic" else "choices"
-        if not isinstance(reply, dict) or not isinstance(reply.get(shape), list):
+        anthropic = self.provider == "anthropic"
+        if not isinstance(reply, dict) or not isinstance(
+            reply.get("content" if anthropic else "choices"), list
+        ):
             raise ModelError(  # a proxy's page, or JSON that is no completion
                 f"model {self._name} failed: the reply is no completion: {response.text[:200]!r}",
                 error_type="bad_response",
             )
+        reply_id = None if response.extensions.get("loopstate_made") else reply.get("id")
+        key = (reply.get("model"), reply.get("service_tier"))
+        rates = self._rates.get(key)
+        plain = COST_HEADER not in response.headers and rates is not None
+        if plain and rates is not None and rates.holds(self.litellm.model_cost):
+            made = plain_reply(reply, rates, origin, anthropic, reply_id)
+            if made is not None:
+                return made
         optional = {k: v for k, v in body.items() if k not in ("model", "messages")}
         raw = self.contract().transform_response(
             model=body["model"], raw_response=response,
@@ -318,8 +337,21 @@ class ProviderPath:
             litellm_params={}, encoding=None, api_key=self._settings.get("api_key"),
             json_mode=False,
         )  # fmt: skip
-        reply_id = None if response.extensions.get("loopstate_made") else reply.get("id")
-        return read_reply(raw, origin, cost=self.cost(raw, response.headers), response_id=reply_id)
+        read = read_reply(raw, origin, cost=self.cost(raw, response.headers), response_id=reply_id)
+        if key not in self._rates and COST_HEADER not in response.headers:
+            self._learn(key, raw, reply, read)
+        return read
+
+    def _learn(self, key: tuple[Any, Any], raw: Any, reply: dict[str, Any], read: Any) -> None:
+        """Keep the rates of replies of `key` (model, tier) if this one is plain and a plain
+        reading of it gives litellm's `read`; else (not plain: the next reply may tell) none."""
+        anthropic, origin = self.provider == "anthropic", read.message.origin
+        if plain_reply(reply, UNPRICED, origin, anthropic, read.response_id) is None:
+            return
+        names = (self._name, self._name.split("/", 1)[-1], str(key[0]), f"{self.provider}/{key[0]}")
+        rates = find_rates(self.litellm, raw, tuple(dict.fromkeys(names)), self.cost)
+        made = rates and plain_reply(reply, rates, origin, anthropic, read.response_id)
+        self._rates[key] = rates if made == read else None
 
     def cost(self, raw: Any, headers: httpx.Headers | None = None) -> float | None:
         """The price litellm gives `raw`: a LiteLLM proxy's own (its cost header, which litellm
@@ -346,8 +378,6 @@ class ProviderPath:
             )
         return self._config
 
-
-COST_HEADER = "x-litellm-response-cost"
 
 _PATHS: weakref.WeakValueDictionary[tuple[str, str], ProviderPath] = weakref.WeakValueDictionary()
 
