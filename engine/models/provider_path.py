@@ -21,7 +21,7 @@ import contextvars
 import json
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -200,7 +200,7 @@ class ProviderPath:
         self._config: Any = None
         self._templates: dict[tuple[bool, str, bool], Template] = {}
         self._histories: Histories | None = None
-        self._rates: dict[tuple[Any, Any], Rates | None] = {}
+        self.learned: dict[tuple[Any, ...], Rates | None] = {}
         """Per reply model and tier: its plain replies' rates (None: read by litellm)."""
 
     def is_closed(self) -> bool:
@@ -323,9 +323,8 @@ class ProviderPath:
             )
         reply_id = None if response.extensions.get("loopstate_made") else reply.get("id")
         key = (reply.get("model"), reply.get("service_tier"))
-        rates = self._rates.get(key)
-        plain = COST_HEADER not in response.headers and rates is not None
-        if plain and rates is not None and rates.holds(self.litellm.model_cost):
+        rates = None if COST_HEADER in response.headers else self.rates(key)
+        if rates is not None:
             made = plain_reply(reply, rates, origin, anthropic, reply_id)
             if made is not None:
                 return made
@@ -338,20 +337,27 @@ class ProviderPath:
             json_mode=False,
         )  # fmt: skip
         read = read_reply(raw, origin, cost=self.cost(raw, response.headers), response_id=reply_id)
-        if key not in self._rates and COST_HEADER not in response.headers:
-            self._learn(key, raw, reply, read)
+        if key not in self.learned and COST_HEADER not in response.headers:
+            self.learn(key, raw, read, lambda r: plain_reply(reply, r, origin, anthropic, reply_id))
         return read
 
-    def _learn(self, key: tuple[Any, Any], raw: Any, reply: dict[str, Any], read: Any) -> None:
-        """Keep the rates of replies of `key` (model, tier) if this one is plain and a plain
-        reading of it gives litellm's `read`; else (not plain: the next reply may tell) none."""
-        anthropic, origin = self.provider == "anthropic", read.message.origin
-        if plain_reply(reply, UNPRICED, origin, anthropic, read.response_id) is None:
+    def learn(
+        self, key: tuple[Any, ...], raw: Any, read: ModelResponse,
+        made: Callable[[Rates], ModelResponse | None],
+    ) -> None:  # fmt: skip
+        """Keep the rates of replies of `key` if this one (`raw`, which litellm read as `read`)
+        is plain and `made`, its plain reading at them, gives `read`; else, not plain (the next
+        reply may tell), none kept."""
+        if made(UNPRICED) is None:
             return
         names = (self._name, self._name.split("/", 1)[-1], str(key[0]), f"{self.provider}/{key[0]}")
         rates = find_rates(self.litellm, raw, tuple(dict.fromkeys(names)), self.cost)
-        made = rates and plain_reply(reply, rates, origin, anthropic, read.response_id)
-        self._rates[key] = rates if made == read else None
+        self.learned[key] = rates if rates and made(rates) == read else None
+
+    def rates(self, key: tuple[Any, ...]) -> Rates | None:
+        """The plain replies' rates of `key`, while the cost map holds them."""
+        rates = self.learned.get(key)
+        return rates if rates is not None and rates.holds(self.litellm.model_cost) else None
 
     def cost(self, raw: Any, headers: httpx.Headers | None = None) -> float | None:
         """The price litellm gives `raw`: a LiteLLM proxy's own (its cost header, which litellm

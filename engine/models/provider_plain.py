@@ -136,13 +136,7 @@ def plain_reply(
     if read is None:
         return None
     message, finish = read
-    cost = rates.cost(*counts)
-    usage = Usage(
-        prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=0,
-        cache_creation_tokens=0, reasoning_tokens=0, cost_usd=cost,
-        unpriced=1 if cost is None else 0,
-    )  # fmt: skip
-    model = body["model"]
+    usage, model = _usage(counts, rates), body["model"]
     return ModelResponse(
         message=message, usage=usage, model=model, finish_reason=finish, response_id=reply_id
     )
@@ -179,7 +173,7 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
 
 
 def _anthropic(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str] | None:
-    content, finish = body.get("content"), _ANTHROPIC_FINISH.get(body.get("stop_reason"))
+    content, finish = body.get("content"), _ANTHROPIC_FINISH.get(str(body.get("stop_reason")))
     if not body.keys() <= _ANTHROPIC_TOP or body.get("type") != "message" or finish is None:
         return None
     if body.get("role") != "assistant" or not isinstance(content, list):
@@ -218,6 +212,15 @@ def _message(content: str | None, calls: list[ToolCall], origin: Origin) -> Assi
     )  # fmt: skip
 
 
+def _usage(counts: tuple[int, int], rates: Rates) -> Usage:
+    cost = rates.cost(*counts)
+    return Usage(
+        prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=0,
+        cache_creation_tokens=0, reasoning_tokens=0, cost_usd=cost,
+        unpriced=1 if cost is None else 0,
+    )  # fmt: skip
+
+
 def _counts(usage: Any) -> tuple[int, int] | None:
     """The prompt and completion tokens of a usage of counts only, nothing in its details."""
     if not isinstance(usage, dict) or not usage.keys() <= _USAGE:
@@ -236,3 +239,97 @@ def _counts(usage: Any) -> tuple[int, int] | None:
             return None
     cached = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
     return None if any(cached) else (prompt, completion)
+
+
+_EVENT = frozenset(
+    {"id", "object", "created", "model", "system_fingerprint", "choices", "usage",
+     "service_tier"}
+)  # fmt: skip
+_STREAM_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
+_DELTA = frozenset({"role", "content", "tool_calls", "refusal"})
+
+
+class PlainStream:
+    """A plain OpenAI-format stream read event by event (`take`: the deltas to report, or
+    None: the event is not plain) and made into its reply once (`reply`)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.calls: dict[int, list[Any]] = {}  # index: [id, name, argument fragments]
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.reply_id: Any = None
+
+    def take(self, event: Any) -> list[tuple[Any, ...]] | None:
+        if not isinstance(event, dict) or not event.keys() <= _EVENT:
+            return None
+        self.reply_id = event.get("id") if self.reply_id is None else self.reply_id
+        choices = event.get("choices")
+        if event.get("usage") is not None:
+            self.usage = event["usage"]
+        if not choices:
+            return [] if isinstance(choices, list) else None
+        choice = choices[0]
+        if len(choices) != 1 or not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            return None
+        delta = choice.get("delta")
+        if not choice.keys() <= _STREAM_CHOICE or choice.get("logprobs") is not None:
+            return None
+        if not isinstance(delta, dict) or not delta.keys() <= _DELTA or delta.get("refusal"):
+            return None
+        deltas = self._calls(delta.get("tool_calls") or ())
+        text = delta.get("content")
+        if deltas is None or not (text is None or type(text) is str):
+            return None
+        if text is not None:  # "" too: litellm's builder then joins the texts
+            self.texts.append(text)
+        if text:
+            deltas.insert(0, ("text", text))
+        self.finish = choice.get("finish_reason") or self.finish
+        return deltas
+
+    def _calls(self, calls: Any) -> list[tuple[Any, ...]] | None:
+        deltas: list[tuple[Any, ...]] = []
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not call.keys() <= {
+                "index",
+                "id",
+                "type",
+                "function",
+            }:
+                return None
+            index, name, part = (
+                call.get("index") or 0,
+                function.get("name"),
+                function.get("arguments"),
+            )
+            if not function.keys() <= {"name", "arguments"} or type(index) is not int:
+                return None
+            if not all(v is None or type(v) is str for v in (call.get("id"), name, part)):
+                return None
+            made = self.calls.setdefault(index, [None, None, []])
+            made[0], made[1] = made[0] or call.get("id"), made[1] or name
+            made[2].append(part or "")
+            deltas.append(("call", index, call.get("id") or None, name or None, part or ""))
+        return deltas
+
+    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
+        """The reply, priced at `rates`, or None: its usage is not plain (or missing)."""
+        counts = _counts(self.usage)
+        if counts is None or sum(counts) > rates.bound or self.finish is None:
+            return None
+        calls = []
+        for _, (call_id, name, parts) in sorted(self.calls.items()):
+            made = _call(call_id, name, "".join(parts))
+            if made is None:
+                return None
+            calls.append(made)
+        usage = _usage(counts, rates)
+        finish = "tool_calls" if self.finish == "stop" and calls else self.finish
+        content = "".join(self.texts) if self.texts else None
+        content = content or None if not calls else content
+        return ModelResponse(
+            message=_message(content, calls, origin), usage=usage,
+            model=model, finish_reason=finish, response_id=self.reply_id,
+        )  # fmt: skip
