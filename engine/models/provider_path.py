@@ -8,10 +8,11 @@ transport, handed to `acompletion` as its `client`) records litellm's first requ
 shape; later calls resend it with only the history's fields changed (`provider_history.py`),
 encoded as litellm encoded them: the same bytes. Replies are read by `transform_response`
 and priced by `litellm.completion_cost` (a shape whose cost differs from litellm's own is not
-kept), streams by `provider_stream.py`; an error status is a `ModelError` of the status, the
-error body and retry-after. Anything else (a changed contract) goes back to `LiteLLMModel`,
-which turns the fast path off. `SIGNED` providers stay on `acompletion`, as does any model
-without an explicit `api_key` or with `direct=False`.
+kept), plain ones straight from their JSON at the model's per-token rates (`provider_plain.py`,
+once checked on its first plain reply), streams by `provider_stream.py`; an error status is
+a `ModelError` of the status, the error body and retry-after. Anything else (a changed
+contract) goes back to `LiteLLMModel`, which turns the fast path off. `SIGNED` providers stay
+on `acompletion`, as does any model without an explicit `api_key` or with `direct=False`.
 """
 
 from __future__ import annotations

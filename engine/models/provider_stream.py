@@ -1,7 +1,10 @@
-"""A streamed call on the fast path: the recorded request, its SSE lines read by litellm's
-iterator for the provider (`litellm_contract.stream_iterator`), deltas reported as they come,
-the reply assembled and read as `litellm_stream.py` does litellm's (without litellm's
-per-chunk wrapper); truncated, dropped or stalled streams are `ModelError`s, as there.
+"""A streamed call on the fast path: the recorded request; its OpenAI-format events read
+straight (`provider_plain.PlainStream`: json per SSE data line, deltas reported from them,
+the reply built once at the model's rates) while they are plain, else (and Anthropic's) read
+by litellm's iterator (`litellm_contract.stream_iterator`), the reply assembled and read as
+`litellm_stream.py` does litellm's; the first plain stream of a model is also read litellm's
+way, and its direct reading kept only if equal. Truncated, dropped or stalled streams are
+`ModelError`s, as there.
 """
 
 from __future__ import annotations
