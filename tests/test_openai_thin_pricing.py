@@ -138,3 +138,30 @@ async def test_custom_prices_keep_every_call_on_litellm() -> None:
             replies = [await model.complete(request) for _ in range(2)]
     assert count.reached == 2
     assert [r.usage.cost_usd for r in replies] == [pytest.approx(0.025)] * 2
+
+
+async def test_a_price_changed_in_litellms_cost_map_is_followed_on_the_fast_path() -> None:
+    """The per-token rates a plain reply is priced at hold only while litellm's cost map
+    holds the prices they were found with (`litellm.register_model` may change them)."""
+    plain = pr.openai("gpt-4o-mini-2024-07-18", text="Done.", cached=0)
+    litellm = _import_litellm()
+    names = ("gpt-4o-mini", "gpt-4o-mini-2024-07-18")
+    kept = {n: dict(litellm.model_cost[n]) for n in names}
+    request = ModelRequest(messages=(UserMessage(content="Read a.md"),), step=1)
+    costs = []
+    try:
+        with serve(*(raw_reply(plain) for _ in range(4))) as server:
+            model = LiteLLMModel("openai/gpt-4o-mini", api_base=server.openai_base, api_key="k")
+            for turn in range(4):
+                if turn == 3:  # the rates were found (turn 1) and used (turn 2)
+                    litellm.register_model(
+                        {n: {**kept[n], "input_cost_per_token": 2 * kept[n]["input_cost_per_token"]}
+                         for n in names}
+                    )  # fmt: skip
+                costs.append((await model.complete(request)).usage.cost_usd)
+    finally:
+        litellm.register_model(kept)
+    prices = kept["gpt-4o-mini-2024-07-18"]
+    before = 2006 * prices["input_cost_per_token"] + 300 * prices["output_cost_per_token"]
+    assert costs[:3] == [pytest.approx(before)] * 3
+    assert costs[3] == pytest.approx(before + 2006 * prices["input_cost_per_token"])
