@@ -29,8 +29,9 @@ from loopstate.engine.model import ModelResponse, Usage
 
 COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 _TOP = frozenset(
-    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier"}
-)
+    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier",
+     "x_groq"}  # Groq's request id, which litellm's reading drops
+)  # fmt: skip
 _CHOICE = frozenset({"index", "message", "finish_reason", "logprobs"})
 _MESSAGE = frozenset({"role", "content", "tool_calls", "refusal", "annotations", "function_call"})
 _FINISH = frozenset({"stop", "tool_calls", "length", "content_filter"})
