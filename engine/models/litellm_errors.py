@@ -149,3 +149,24 @@ def retry_after(headers: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def status_error(model: str, response: Any) -> ModelError:
+    """The provider's error: its status, its error body's type and message, retry-after."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = {}
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else body if isinstance(body, dict) else {}
+    kind = next(
+        (k for k in (error.get("code"), error.get("type")) if isinstance(k, str) and k), None
+    )
+    message = error.get("message")
+    return ModelError(
+        f"model {model} failed: HTTP {response.status_code}: {message or response.text[:200]}",
+        status=response.status_code,
+        error_type=kind,
+        provider_message=message if isinstance(message, str) and message else None,
+        retry_after=retry_after(response.headers),
+    )

@@ -39,7 +39,7 @@ from loopstate.engine.models.litellm_contract import (
     output_limit_reply,
     response_cost,
 )
-from loopstate.engine.models.litellm_errors import retry_after
+from loopstate.engine.models.litellm_errors import status_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.provider_history import Histories
 from loopstate.engine.models.provider_plain import (
@@ -342,13 +342,9 @@ class ProviderPath:
             self.learn(key, raw, read, lambda r: plain_reply(reply, r, origin, anthropic, reply_id))
         return read
 
-    def learn(
-        self, key: tuple[Any, ...], raw: Any, read: ModelResponse,
-        made: Callable[[Rates], ModelResponse | None],
-    ) -> None:  # fmt: skip
-        """Keep the rates of replies of `key` if this one (`raw`, which litellm read as `read`)
-        is plain and `made`, its plain reading at them, gives `read`; else, not plain (the next
-        reply may tell), none kept."""
+    def learn(self, key: Any, raw: Any, read: Any, made: Callable[[Rates], Any]) -> None:
+        """Keep the rates of replies of `key` if this one (`raw`, read by litellm as `read`) is
+        plain and `made`, its plain reading at them, gives `read`; not plain: none kept."""
         if made(UNPRICED) is None:
             return
         names = (self._name, self._name.split("/", 1)[-1], str(key[0]), f"{self.provider}/{key[0]}")
@@ -400,27 +396,3 @@ def provider_path(
     if path is None or path.loop is not asyncio.get_running_loop() or path.is_closed():
         path = _PATHS[key] = ProviderPath(litellm, name, origin, settings)
     return path
-
-
-_OVERLOADED = 529
-
-
-def status_error(model: str, response: httpx.Response) -> ModelError:
-    """The provider's error: its status, its error body's type and message, retry-after."""
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        body = {}
-    error = body.get("error") if isinstance(body, dict) else None
-    error = error if isinstance(error, dict) else body if isinstance(body, dict) else {}
-    kind = next(
-        (k for k in (error.get("code"), error.get("type")) if isinstance(k, str) and k), None
-    )
-    message = error.get("message")
-    return ModelError(
-        f"model {model} failed: HTTP {response.status_code}: {message or response.text[:200]}",
-        status=response.status_code,
-        error_type=kind,
-        provider_message=message if isinstance(message, str) and message else None,
-        retry_after=retry_after(response.headers),
-    )
