@@ -144,7 +144,7 @@ async def test_an_output_limit_400_is_the_same_empty_reply() -> None:
 
 
 async def test_a_timeout_maps_to_the_same_model_error() -> None:
-    thin = await _compare([delayed(text_reply("Late."), 1.5)], timeout=0.5)
+    thin = await _compare([delayed(text_reply("Late."), 4)], timeout=2)
     assert isinstance(thin[-1], ModelError)
     assert thin[-1].error_type == "timeout"
 

@@ -128,8 +128,8 @@ async def test_an_error_is_the_same_model_error_on_both_paths(
 
 async def test_a_reply_slower_than_the_timeout_is_a_timeout_on_the_fast_path() -> None:
     name, reply = PROVIDERS["groq"]
-    with serve(raw_reply(reply(0)), delayed(raw_reply(reply(1)), 3)) as server:
-        model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", timeout=0.5)
+    with serve(raw_reply(reply(0)), delayed(raw_reply(reply(1)), 4)) as server:
+        model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", timeout=2)
         request = ModelRequest(messages=(UserMessage(content="Hi"),))
         await model.complete(request)
         with pytest.raises(ModelError) as caught:
