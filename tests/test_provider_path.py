@@ -5,6 +5,7 @@ the wire, the same replies (text, calls, reasoning, usage, cost), the same error
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from thin_support import Counting, wire
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Message, ToolMessage, UserMessage
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
+from loopstate.engine.models import provider_path
 from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.models.provider_path import ProviderPath
 
@@ -157,3 +159,17 @@ async def test_a_changed_contract_sends_the_provider_through_litellm(
     assert third.message.calls
     assert counting.reached == 3
     assert [line["event"] for line in logs] == ["fast_path_disabled"]
+
+
+def test_a_closed_event_loops_transport_is_not_kept() -> None:
+    name, reply = PROVIDERS["groq"]
+    request = ModelRequest(messages=(UserMessage(content="Hi"),))
+
+    async def twice(model: LiteLLMModel) -> None:  # the second call takes the fast path
+        await model.complete(request)
+        await model.complete(request)
+
+    with serve(*[raw_reply(reply(n)) for n in range(8)]) as server:
+        for _ in range(4):  # as `run_sync` does: a new event loop each time
+            asyncio.run(twice(LiteLLMModel(name, api_base=server.openai_base, api_key="k")))
+    assert len([loop for loop in provider_path._TRANSPORTS if loop.is_closed()]) == 1

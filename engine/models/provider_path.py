@@ -79,8 +79,8 @@ _sent: contextvars.ContextVar[list[httpx.Request] | None] = contextvars.ContextV
 )
 
 
-# One transport of litellm's own kind per event loop, shared by the fast paths on it and kept
-# for the process, as litellm keeps its own clients (a pool belongs to the loop that opened it).
+# One transport of litellm's kind per live event loop (a pool belongs to its loop), shared by
+# the fast paths on it; a closed loop's is dropped when another opens one (as `run_sync` does).
 _TRANSPORTS: dict[asyncio.AbstractEventLoop, httpx.AsyncBaseTransport] = {}
 
 
@@ -88,6 +88,8 @@ def _transport() -> httpx.AsyncBaseTransport:
     loop = asyncio.get_running_loop()
     transport = _TRANSPORTS.get(loop)
     if transport is None:
+        for closed in [old for old in _TRANSPORTS if old.is_closed()]:
+            del _TRANSPORTS[closed]
         transport = _TRANSPORTS[loop] = litellm_transport() or httpx.AsyncHTTPTransport()
     return transport
 
