@@ -72,8 +72,10 @@ def start(
     port: int | None = None,
     agent: str = "service_agent:agent",
     options: tuple[str, ...] = (),
+    command: tuple[str, ...] = (),
     **env: str,
 ) -> Server:
+    """`loopstate serve` (or the script `command`, given its port), up once it answers."""
     port = port or free_port()
     environ = {
         **os.environ,
@@ -82,10 +84,10 @@ def start(
         "LOOPSTATE_TOKEN": TOKEN,
         **env,
     }
-    args = ["serve", "--agent", agent, "--db", str(db), "--port", str(port), *options]
+    args = ["-m", "loopstate", "serve", "--agent", agent, "--db", str(db), "--port", str(port)]
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "loopstate", *args], env=environ, stdout=out, stderr=out
+            [sys.executable, *(command or (*args, *options))], env=environ, stdout=out, stderr=out
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + MARGIN  # a margin for a stuck server, not a time relied on

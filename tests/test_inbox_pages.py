@@ -8,9 +8,6 @@ the inbox and a run page at 1280 px are saved under the test's tmp dir (path pri
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ import pytest
 from model_server import ModelServer, error_reply, serve, text_reply
 from playwright.sync_api import expect
 from service_support import TESTS, TOKEN, Server, free_port, read_events, stop, wait_for
+from service_support import start as start_server
 from test_service_pages import browser_page, card
 
 pytestmark = pytest.mark.slow
@@ -40,31 +38,15 @@ def server(tmp_path_factory: pytest.TempPathFactory, model: ModelServer) -> Iter
     workspace = tmp / "workspace"
     workspace.mkdir()
     (workspace / "notes.md").write_text(NOTES)
-    port = free_port()
-    path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path, "LOOPSTATE_TEST_EFFECTS": str(tmp / "effects.txt")}
-    args = [str(port), str(tmp / "runs.db"), str(workspace), model.openai_base]
-    log = tmp / "serve.log"
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, str(TESTS / "inbox_server.py"), *args], env=env, stdout=out, stderr=out
-        )
-    running = Server(f"http://127.0.0.1:{port}", process, log)
-
-    def up() -> bool:
-        """inbox_server answers"""
-        assert process.poll() is None, log.read_text()
-        try:
-            with running.client() as c:
-                return c.get("/api/runs").status_code == 200
-        except httpx.TransportError:
-            return False
-
+    port, db = free_port(), tmp / "runs.db"
+    script = (str(TESTS / "inbox_server.py"), str(port), str(db), str(workspace))
+    running = start_server(
+        db, tmp / "effects.txt", tmp / "serve.log", port, command=(*script, model.openai_base)
+    )
     try:
-        wait_for(up, within=90)
         yield running
     finally:
-        if process.poll() is None:
+        if running.process.poll() is None:
             stop(running)
 
 
