@@ -1,5 +1,6 @@
-"""litellm's exceptions as `ModelError`s a caller can act on: the provider's real status,
-error type and message, and how long it asked to wait. Duck-typed (no litellm import).
+"""Failed calls as `ModelError`s a caller can act on: the provider's real status, error type
+and message, and how long it asked to wait; from litellm's exceptions (`model_error`) or from
+the fast path's error replies (`status_error`), the same way. Duck-typed (no litellm import).
 
 What litellm 1.106 gives (checked over real HTTP): `status_code` (Anthropic's 529
 "overloaded" arrives as 500, its body type says `overloaded_error`), the response headers in
@@ -13,6 +14,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
+from contextlib import suppress
 from typing import Any
 
 from loopstate.engine.errors import ModelError
@@ -30,19 +32,40 @@ def model_error(exc: Exception, model: str) -> ModelError:
         )
     headers = getattr(exc, "litellm_response_headers", None)
     status = getattr(exc, "status_code", None)
-    error = _error_object(exc)
-    error_type = _text(error.get("code")) or _text(error.get("type"))
-    kind = type(exc).__name__
+    body = getattr(exc, "body", None)
+    error = _error_object(
+        body if isinstance(body, dict) else _json_in(str(getattr(exc, "message", "") or exc))
+    )
+    kind, error_type = type(exc).__name__, None
     if kind == "Timeout":
         status, error_type = None, "timeout"
     elif kind == "APIConnectionError" or (headers is None and not error and status in (None, 500)):
         status, error_type = None, _unanswered(exc)
-    elif error_type == "overloaded_error":
+    elif _kind(error) == "overloaded_error":
         status = _OVERLOADED
+    status = status if isinstance(status, int) else None
+    return _made(model, f"{kind}: {exc}", status, error, headers, error_type)
+
+
+def status_error(model: str, response: Any) -> ModelError:
+    """The provider's error reply: its status, its error body's type and message, retry-after."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    error = _error_object(body)
+    detail = f"HTTP {response.status_code}: {_text(error.get('message')) or response.text[:200]}"
+    return _made(model, detail, response.status_code, error, response.headers)
+
+
+def _made(
+    model: str, detail: str, status: int | None, error: dict[str, Any], headers: Any,
+    error_type: str | None = None,
+) -> ModelError:  # fmt: skip
     return ModelError(
-        f"model {model} failed: {kind}: {exc}",
-        status=status if isinstance(status, int) else None,
-        error_type=error_type,
+        f"model {model} failed: {detail}",
+        status=status,
+        error_type=error_type or _kind(error),
         provider_message=_text(error.get("message")),
         retry_after=retry_after(headers),
     )
@@ -60,18 +83,17 @@ def _unanswered(exc: BaseException) -> str:
     """Why no status came with `exc`: the connection failed (`connection`, retryable), the
     SDK was not configured (`configuration`: no API key; not retryable), or a reply came that
     could not be read (`bad_response`: a proxy's HTML page, JSON that is not a completion)."""
-    for link in _chain(exc):
-        names = {c.__name__ for c in type(link).__mro__}
+    for link in causes(exc):
         if type(link).__module__.split(".")[0] == "litellm":
             continue  # litellm's wrappers: the cause is further down, if anywhere
-        if names & _NO_REPLY:
+        if {c.__name__ for c in type(link).__mro__} & _NO_REPLY:
             return "connection"
         if type(link).__name__ == "OpenAIError":  # the SDK's own base: raised before sending
             return "configuration"
     return "bad_response"
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def causes(exc: BaseException) -> list[BaseException]:
     """`exc` and its causes, outermost first (litellm's `original_exception` first)."""
     chain: list[BaseException] = []
     link: BaseException | None = exc
@@ -95,19 +117,17 @@ _TRANSPORT = frozenset({"openai", "litellm", "httpx", "httpcore", "anyio"})
 def provider_failure(exc: BaseException) -> bool:
     """Whether `exc` reports the provider or the network (a status, a timeout, a dropped
     connection), not code that no longer fits (`_CONTRACT` anywhere in its causes)."""
-    chain = _chain(exc)
-    if any(isinstance(e, _CONTRACT) for e in chain):
+    if any(isinstance(e, _CONTRACT) for e in causes(exc)):
         return False
     return isinstance(exc, TimeoutError | ConnectionError) or any(
         c.__module__.split(".")[0] in _TRANSPORT for c in type(exc).__mro__
     )
 
 
-def _error_object(exc: Exception) -> dict[str, Any]:
-    """The provider's error object (`{"type", "message", ...}`), wherever litellm left it."""
-    body = getattr(exc, "body", None)
+def _error_object(body: Any) -> dict[str, Any]:
+    """The provider's error object (`{"type", "message", ...}`) in its error body."""
     if not isinstance(body, dict):
-        body = _json_in(str(getattr(exc, "message", "") or exc))
+        return {}
     inner = body.get("error")
     return inner if isinstance(inner, dict) else body
 
@@ -123,6 +143,10 @@ def _json_in(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _kind(error: dict[str, Any]) -> str | None:
+    return _text(error.get("code")) or _text(error.get("type"))
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -131,42 +155,10 @@ def retry_after(headers: Any) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
     if headers is None:
         return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def status_error(model: str, response: Any) -> ModelError:
-    """The provider's error: its status, its error body's type and message, retry-after."""
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        body = {}
-    error = body.get("error") if isinstance(body, dict) else None
-    error = error if isinstance(error, dict) else body if isinstance(body, dict) else {}
-    kind = next(
-        (k for k in (error.get("code"), error.get("type")) if isinstance(k, str) and k), None
-    )
-    message = error.get("message")
-    return ModelError(
-        f"model {model} failed: HTTP {response.status_code}: {message or response.text[:200]}",
-        status=response.status_code,
-        error_type=kind,
-        provider_message=message if isinstance(message, str) and message else None,
-        retry_after=retry_after(response.headers),
-    )
+    given = headers.get("retry-after")
+    for value, scale in ((headers.get("retry-after-ms"), 1000.0), (given, 1.0)):
+        with suppress(TypeError, ValueError):
+            return max(0.0, float(value) / scale)
+    with suppress(TypeError, ValueError):
+        return max(0.0, email.utils.parsedate_to_datetime(given).timestamp() - time.time())
+    return None
