@@ -96,16 +96,10 @@ def _provider_fields(message: Any) -> dict[str, Any] | None:
 def _call(call: Any) -> ToolCall:
     dumped = call.model_dump() if hasattr(call, "model_dump") else {}
     extras = {k: v for k, v in dumped.items() if k not in _CALL_KEYS and v is not None}
-    return ToolCall(
-        id=call.id or "",
-        function=FunctionCall(name=call.function.name, arguments=_raw_arguments(call.function)),
-        provider_fields=extras or None,
-    )
-
-
-def _raw_arguments(function: Any) -> str:
-    arguments = function.arguments
-    return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    name, arguments = call.function.name, call.function.arguments
+    arguments = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    function = FunctionCall(name=name, arguments=arguments)
+    return ToolCall(id=call.id or "", function=function, provider_fields=extras or None)
 
 
 def usage_of(raw: Any, cost: float | object | None = _KEPT) -> Usage:

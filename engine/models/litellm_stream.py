@@ -15,14 +15,15 @@ The connection is closed whatever happens (`aclose()`; a cancelled read closes i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterable, Callable
 from contextlib import suppress
 from typing import Any
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelResponse
-from loopstate.engine.models.litellm_errors import model_error
-from loopstate.engine.models.litellm_reply import provider_id, read_reply
+from loopstate.engine.models.litellm_errors import causes, model_error
+from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.streaming import DeltaListener
 
 _NOT_REPORTED = object()
@@ -37,62 +38,71 @@ async def stream_reply(
         stream = await asyncio.wait_for(litellm.acompletion(**arguments), stall_s)
     except TimeoutError:
         raise stalled(model, stall_s, "before the stream began") from None
-    except (asyncio.CancelledError, ModelError):
+    except ModelError:
         raise
     except Exception as exc:
         raise model_error(exc, model) from exc
+
+    def failed(exc: Exception, _: int) -> BaseException:
+        return truncated(model) if _ended_early(exc) else model_error(exc, model)
+
     try:
-        chunks = await _read(stream, listener, model, stall_s)
+        chunks, _ = await read_chunks(stream, listener, model, stall_s, failed)
     finally:
-        await _close(stream)
+        with suppress(Exception):  # closing what already broke may fail again; the cause wins
+            await stream.aclose()
     received = getattr(stream, "received_finish_reason", _NOT_REPORTED)
     if received is None:
         raise truncated(model)
     raw = assemble(litellm, chunks, arguments["messages"])
     if raw is None:
         raise ModelError(f"model {model} failed: the stream had no chunks", error_type="truncated")
-    return read_reply(raw, origin, response_id=provider_id(raw, origin))
-
-
-async def _read(stream: Any, listener: DeltaListener, model: str, stall_s: float) -> list[Any]:
-    chunks: list[Any] = []
-    loop = asyncio.get_running_loop()
-    # One deadline moved at each chunk (a timer handle), not a task per chunk.
-    deadline = asyncio.timeout(stall_s)
-    try:
-        async with deadline:
-            async for chunk in stream:
-                chunks.append(chunk)
-                await report(chunk, listener)
-                deadline.reschedule(loop.time() + stall_s)
-    except TimeoutError as exc:
-        if not deadline.expired():
-            raise model_error(exc, model) from exc
-        raise stalled(model, stall_s, f"after {len(chunks)} chunks") from None
-    except (asyncio.CancelledError, ModelError):
-        raise
-    except Exception as exc:
-        if _ended_early(exc):
-            raise truncated(model) from exc
-        raise model_error(exc, model) from exc
-    return chunks
+    return read_reply(raw, origin)
 
 
 _EARLY_END = "Stream ended before a finish_reason was received"
 _CONNECTION = frozenset({"APIConnectionError", "RemoteProtocolError"})
 
 
-def _ended_early(exc: BaseException | None) -> bool:
+def _ended_early(exc: BaseException) -> bool:
     """Whether `exc` is litellm's own report of a stream that ended cleanly without a finish
     reason: litellm >= 1.108 raises it (an `APIConnectionError` naming it, in a
     `MidStreamFallbackError`) where older ones ended the stream quietly."""
-    for _ in range(8):
-        if exc is None:
-            return False
-        if type(exc).__name__ in _CONNECTION and _EARLY_END in str(exc):
-            return True
-        exc = getattr(exc, "original_exception", None) or exc.__cause__
-    return False
+    return any(type(e).__name__ in _CONNECTION and _EARLY_END in str(e) for e in causes(exc))
+
+
+async def read_chunks(
+    stream: AsyncIterable[Any], listener: DeltaListener, model: str, stall_s: float,
+    failed: Callable[[Exception, int], BaseException],
+) -> tuple[list[Any], bool]:  # fmt: skip
+    """The chunks of litellm's `stream` (its iterators' `[DONE]` markers, dicts, skipped),
+    their deltas reported as they arrive, and whether one carried the finish reason. No chunk
+    for `stall_s` seconds is a stall; any other failure is raised as what `failed` makes of it
+    and the number of chunks read (`failed` may give the failure itself back: raised as is)."""
+    chunks: list[Any] = []
+    finished = False
+    loop = asyncio.get_running_loop()
+    deadline = asyncio.timeout(stall_s)  # one timer moved at each chunk, not a task per chunk
+    try:
+        async with deadline:
+            async for chunk in stream:
+                if isinstance(chunk, dict):
+                    continue
+                chunks.append(chunk)
+                finished = await report(chunk, listener) or finished
+                deadline.reschedule(loop.time() + stall_s)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            raise model_error(exc, model) from exc
+        raise stalled(model, stall_s, f"after {len(chunks)} chunks") from None
+    except ModelError:
+        raise
+    except Exception as exc:
+        made = failed(exc, len(chunks))
+        if made is exc:
+            raise
+        raise made from exc
+    return chunks, finished
 
 
 async def report(chunk: Any, listener: DeltaListener) -> bool:
@@ -113,13 +123,6 @@ async def report(chunk: Any, listener: DeltaListener) -> bool:
             getattr(function, "arguments", None) or "",
         )
     return getattr(choices[0], "finish_reason", None) is not None
-
-
-async def _close(stream: Any) -> None:
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        with suppress(Exception):  # closing what already broke may fail again; the cause wins
-            await close()
 
 
 def truncated(model: str) -> ModelError:
