@@ -101,7 +101,12 @@ class LiteLLMModel:
             reply = await self._fast_call(path.complete(request, self.origin, self._name))
             if reply is not None:
                 return reply
-        raw, captured = await self._through_litellm(litellm, self._arguments(request))
+        arguments = self._arguments(request)
+        with self._capturing() as captured:
+            try:
+                raw = await litellm.acompletion(**arguments)
+            except Exception as exc:  # not CancelledError: a BaseException
+                raise model_error(exc, self._name) from exc
         reply = read_reply(raw, self.origin)
         if path is not None and self._fast_on:
             self._fast(lambda: path.remember(request, captured, raw))
@@ -123,7 +128,7 @@ class LiteLLMModel:
         (the call goes through litellm) when it failed any other way."""
         try:
             return await call
-        except (asyncio.CancelledError, ModelError):
+        except ModelError:
             raise
         except Exception as exc:
             if not provider_failure(exc):
@@ -138,25 +143,10 @@ class LiteLLMModel:
         reason = f"{type(exc).__name__}: {exc}"
         get_logger().warning("fast_path_disabled", model=self._name, reason=reason)
 
-    async def _through_litellm(
-        self, litellm: Any, arguments: dict[str, Any]
-    ) -> tuple[Any, list[tuple[str, Any]]]:
-        with self._capturing() as captured:
-            try:
-                raw = await litellm.acompletion(**arguments)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                raise model_error(exc, self._name) from exc
-        return raw, captured
-
     def _capturing(self) -> AbstractContextManager[list[Any]]:
         """What litellm sends through the fast path's client, recorded (its template)."""
-        if self._fast_on and self._path is not None:
-            capturing = self._fast(self._path.capturing)
-            if capturing is not None:
-                return capturing
-        return nullcontext([])
+        path = self._path if self._fast_on else None
+        return nullcontext([]) if path is None else path.capturing()
 
     async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
         """`complete`, streamed: deltas reported as they arrive, the same reply returned
