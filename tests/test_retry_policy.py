@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import email.utils
+from datetime import UTC, datetime, timedelta
+
+import httpx
 import pytest
 
 from loopstate.engine.errors import ModelError
+from loopstate.engine.models.litellm_errors import retry_after
 from loopstate.engine.models.retry import RetryPolicy
 
 
@@ -36,3 +41,30 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     policy = RetryPolicy(attempts=10, backoff_s=1.0, max_delay_s=5.0)
     error = ModelError("x", status=503)
     assert [policy.delay(error, n) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+IN_AN_HOUR = email.utils.format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after-ms": "1500", "retry-after": "7"}, 1.5),  # the finer one wins
+        ({"retry-after-ms": "soon", "retry-after": "7"}, 7.0),
+        ({"retry-after": "-3"}, 0.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date passed
+        ({"retry-after": "whenever"}, None),
+        ({}, None),
+    ],
+)
+def test_the_wait_a_provider_asks_for_is_read_from_its_headers(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    assert retry_after(httpx.Headers(headers)) == seconds
+
+
+def test_a_retry_after_date_is_the_seconds_until_it() -> None:
+    wait = retry_after(httpx.Headers({"retry-after": IN_AN_HOUR}))
+    assert wait is not None
+    assert 3500 < wait <= 3600
