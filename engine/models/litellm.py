@@ -1,6 +1,7 @@
-"""`LiteLLMModel`: the model port over litellm. The only module that imports litellm.
+"""`LiteLLMModel`: the model port over litellm.
 
-litellm is imported on the first call, not with loopstate (the import takes seconds). Before
+litellm is imported by `_import_litellm` on the first call (the other modules here are handed
+it, or import its parts after), not with loopstate (the import takes seconds). Before
 that import, `LITELLM_LOCAL_MODEL_COST_MAP=True` is set unless the user chose a value:
 otherwise litellm fetches its cost map from GitHub on import (and offline retries for seconds).
 """
