@@ -4,9 +4,9 @@ cost, reasoning, thinking blocks and provider fields are the same). Duck-typed: 
 passed in, not imported.
 
 A stream is a `ModelError`, never a short answer, when it:
-- ends without the provider's finish reason (litellm < 1.108 reports a clean-but-early end
-  as `finish_reason="stop"`, its wrapper's `received_finish_reason` staying None; later ones
-  raise a connection error naming it: both are `truncated`),
+- ends without the provider's finish reason (litellm raises a connection error naming it
+  for an OpenAI-format stream; for others it reports `finish_reason="stop"`, its wrapper's
+  `received_finish_reason` staying None: both are `truncated`),
 - drops mid-way (litellm's error, mapped like any other),
 - stalls: no chunk within `stall_s` seconds.
 The connection is closed whatever happens (`aclose()`; a cancelled read closes it too).
