@@ -16,12 +16,13 @@ from loopstate.engine.approval import Decision, as_decision
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.core import Cause
 from loopstate.engine.decision_check import check_decision
+from loopstate.engine.decision_guard import queue_on, quick
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
 from loopstate.engine.outside import outside_text
 from loopstate.engine.result import RunResult
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
-from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
+from loopstate.engine.store import DEFAULT_LEASE_S, RecordsDecisions, Store, lease_owner, ready
 from loopstate.engine.tree import delegated, owner_of, run_tree, waited_children, waits_on_child
 
 
@@ -50,18 +51,44 @@ async def queue_decision(
     owner = lease_owner()
     state = await store.acquire(run_id, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     try:
-        now = clock()
         call = check_decision(state, call_id, decision, bound=bound).call
-        bound = decision.model_copy(update={"digest": call.digest})  # what the person saw
-        queued = QueuedDecision(call_id=call_id, decision=bound, actor=actor, at=now)
-        # A change of the run for everyone who follows it (listings, the event log).
-        state = state.evolve(inbox=(*state.inbox, queued), updated_at=max(now, state.updated_at))
+        queued = QueuedDecision(call_id=call_id, decision=decision, actor=actor, at=clock())
+        state = queue_on(state, queued, call.digest)
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(run_id, owner=owner)
     if wake and state.parent is not None and decided(state):
         await _wake_top(store, state, clock)
     return state
+
+
+async def record_decision(
+    store: Store,
+    run_id: str,
+    call_id: str,
+    decision: Any,
+    *,
+    actor: str,
+    clock: Clock = system_clock,
+    bound: bool = False,
+) -> bool:
+    """Record a decision for a pending call of run `run_id` (not routed: the call waits in
+    that run), as `queue_decision` does; answers whether the run (or, for a sub-agent's run,
+    the top run of its tree) can now continue. An approval, a denial or an abort is recorded
+    by the store in one step when it can (`RecordsDecisions`: one round trip on PostgreSQL);
+    if the store refuses, the run is read and the checker says why, or, if nothing is wrong
+    (a live lease, a run saved before the store kept its guard), `queue_decision` records it."""
+    decision = as_decision(decision)
+    if isinstance(store, RecordsDecisions) and quick(decision, bound=bound):
+        queued = QueuedDecision(call_id=call_id, decision=decision, actor=actor, at=clock())
+        now_ready = await store.record_decision(run_id, queued)
+        if now_ready is not None:
+            return now_ready
+        check_decision(await store.load(run_id), call_id, decision, bound=bound)
+    state = await queue_decision(
+        store, run_id, call_id, decision, actor=actor, clock=clock, bound=bound, routed=False
+    )
+    return ready(state) or (state.parent is not None and decided(state))
 
 
 def decided(state: RunState) -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import StoreError
-from loopstate.engine.state import ENDED, RunState
+from loopstate.engine.state import ENDED, QueuedDecision, RunState
 
 DEFAULT_LEASE_S = 60.0
 
@@ -287,6 +287,16 @@ class Store(Protocol):
         """The definition kept under `fingerprint`, None if there is none."""
 
 
+CURSOR_TTL_S = 60.0
+"""How long a published stream cursor holds without being published again (`keep_cursor`):
+a process that died stops holding back pruning that much later."""
+
+
+def live_cursors(cursors: dict[str, tuple[int, float]], now: float) -> list[int]:
+    """The ids published stream cursors (`keep_cursor`: process → (after, until)) still keep."""
+    return [after for after, until in cursors.values() if until > now]
+
+
 class Pruned(Frozen):
     """What `Prunable.prune` removed."""
 
@@ -305,14 +315,39 @@ class Waking(Protocol):
 
 
 @runtime_checkable
+class RecordsDecisions(Protocol):
+    """A store that records a person's decision in one atomic step (every store here; on
+    PostgreSQL one statement, so one round trip): see `engine/decision_guard`."""
+
+    async def record_decision(self, run_id: str, queued: QueuedDecision) -> bool | None:
+        """Append `queued` (bound to the call's digest) to the run's inbox if the one checker
+        accepts it (`check_decision`: the run waits, the call waits with the decision's digest,
+        accepts its kind, and has no decision yet) and no live lease holds the run, with the
+        log entry, and wake the workers if the run is now `ready`; all or nothing, without
+        taking the lease. Answers whether the run is now ready, or None if nothing was written
+        (the caller reads the run and lets the checker say why). A decision and a deadline's
+        expiry, or two decisions, racing for one call: exactly one is recorded."""
+        ...
+
+
+@runtime_checkable
 class Prunable(Protocol):
     """A store whose event log and idempotency answers can be pruned (every store here)."""
 
-    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+    async def prune(
+        self, *, before: float, keep_after: int | None = None, now: float | None = None
+    ) -> Pruned:
         """Remove the log's entries written before `before`, but none with an id above
-        `keep_after` (a connected reader still needs those), and the idempotency answers
-        kept since before `before`. Ids are never reused: `pruned_upto` says where the log
-        now starts."""
+        `keep_after` nor above a cursor any process published that is still live at `now`
+        (default: the system clock; see `keep_cursor`): a connected reader still needs those;
+        and the idempotency answers kept since before `before`. Ids are never reused:
+        `pruned_upto` says where the log now starts."""
+
+    async def keep_cursor(self, process: str, after: int | None, *, now: float, ttl: float) -> int:
+        """Publish that stream clients connected to `process` still need the log's entries
+        after id `after` (None: it has none; its cursor is dropped), until `now + ttl` unless
+        published again: a prune in any process keeps them. Answers `pruned_upto`, read once
+        the cursor is in place (a prune either keeps what the cursor needs or is seen here)."""
 
     async def pruned_upto(self) -> int:
         """The highest id pruned from the log (0: none): a reader that saw less than it has

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopstate.engine.clock import system_clock
+from loopstate.engine.decision_guard import recorded
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.state import RunState
+from loopstate.engine.state import QueuedDecision, RunState
 from loopstate.engine.store import (
     Cursor,
     KeptAnswer,
@@ -19,6 +21,7 @@ from loopstate.engine.store import (
     claimable,
     event_fields,
     lease_is_live,
+    live_cursors,
     ready,
     summarize,
 )
@@ -39,6 +42,7 @@ class MemoryStore:
         self._keys: dict[str, KeptAnswer] = {}
         self._pauses: dict[str, PauseRequest] = {}
         self._definitions: dict[str, dict[str, Any]] = {}
+        self._cursors: dict[str, tuple[int, float]] = {}  # stream cursors: (after, until)
 
     def _check_lease(self, run_id: str, owner: str, now: float) -> None:
         holder, until = self._leases.get(run_id, (None, 0.0))
@@ -61,6 +65,18 @@ class MemoryStore:
         self._runs[state.run_id] = state
         self._leases[state.run_id] = (owner, now + ttl)
         self._log(state)
+
+    async def record_decision(self, run_id: str, queued: QueuedDecision) -> bool | None:
+        stored = self._runs.get(run_id)
+        holder, until = self._leases.get(run_id, (None, 0.0))
+        if stored is None or lease_is_live(holder, until, owner="", now=queued.at):
+            return None
+        state = recorded(stored, queued)
+        if state is None:
+            return None
+        self._runs[run_id] = state
+        self._log(state)
+        return ready(state)
 
     def _log(self, state: RunState) -> None:
         self._events.append(event_fields(state))
@@ -128,8 +144,12 @@ class MemoryStore:
     async def last_event_id(self) -> int:
         return self._dropped + len(self._events)
 
-    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+    async def prune(
+        self, *, before: float, keep_after: int | None = None, now: float | None = None
+    ) -> Pruned:
         upto = self._dropped + len(self._events) if keep_after is None else keep_after
+        live = live_cursors(self._cursors, system_clock() if now is None else now)
+        upto = min(upto, *live) if live else upto
         old = 0
         for fields in self._events[: max(0, upto - self._dropped)]:
             if fields["updated_at"] >= before:
@@ -143,6 +163,13 @@ class MemoryStore:
         return Pruned(events=old, answers=len(stale))
 
     async def pruned_upto(self) -> int:
+        return self._dropped
+
+    async def keep_cursor(self, process: str, after: int | None, *, now: float, ttl: float) -> int:
+        if after is None:
+            self._cursors.pop(process, None)
+        else:
+            self._cursors[process] = (after, now + ttl)
         return self._dropped
 
     async def reserve_key(

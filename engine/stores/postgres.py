@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError("PostgresStore needs psycopg 3: pip install 'loopstate[postgres]'") from None
 
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.state import RunState
+from loopstate.engine.state import QueuedDecision, RunState
 from loopstate.engine.store import (
     Cursor,
     KeptAnswer,
@@ -42,14 +42,14 @@ from loopstate.engine.store import (
     lease_is_live,
     pause_key,
 )
+from loopstate.engine.stores import postgres_upkeep as upkeep
 from loopstate.engine.stores.codec import (
-    LISTED,
     decode_event,
     decode_run,
     definition_body,
     listed,
 )
-from loopstate.engine.stores.postgres_schema import migrate
+from loopstate.engine.stores.postgres_schema import EVENTS_LOCK, migrate
 from loopstate.engine.stores.postgres_session import (
     connect,
     describe,
@@ -68,12 +68,13 @@ from loopstate.engine.stores.postgres_sql import (
     LAST_EVENT,
     LEASE,
     LOAD,
-    PRUNE_EVENTS,
+    RECORD_DECISION,
     RELEASE,
     RESERVE,
     RETAKE,
     SAVE,
     WAKE,
+    list_query,
     write_params,
 )
 
@@ -185,6 +186,15 @@ class PostgresStore:
         async with self._use() as db:
             await db.execute(RELEASE, (run_id, owner))
 
+    async def record_decision(self, run_id: str, queued: QueuedDecision) -> bool | None:
+        decision = queued.decision
+        params: dict[str, Any] = {"run_id": run_id, "call_id": queued.call_id}
+        params |= {"kind": decision.kind, "queued": queued.model_dump_json()}
+        params |= {"digest": decision.digest, "now": queued.at, "lock": EVENTS_LOCK}
+        async with self._use() as db:
+            row = await (await db.execute(RECORD_DECISION, params)).fetchone()
+        return None if row is None else bool(row[0])
+
     async def claim(self, *, owner: str, now: float, ttl: float, limit: int) -> list[str]:
         async with self._use() as db:
             params = {"owner": owner, "until": now + ttl, "now": now, "limit": limit}
@@ -200,23 +210,9 @@ class PostgresStore:
         by: Order = "updated",
         cursor: Cursor | None = None,
     ) -> list[RunSummary]:
-        column = "updated_at" if by == "updated" else "created_at"
-        where: list[str] = ["true"]
-        params: list[Any] = []
-        if status is not None:
-            where.append("status = %s")
-            params.append(status)
-        if cursor is not None:
-            where.append(f"({column}, run_id) < (%s, %s)")
-            params.extend(cursor)
+        sql, params = list_query(status, by, cursor, limit)
         async with self._use() as db:
-            found = await (
-                await db.execute(
-                    f"SELECT {LISTED.format(p='loopstate_', h='header')} FROM loopstate_runs r "
-                    f"WHERE {' AND '.join(where)} ORDER BY {column} DESC, run_id DESC LIMIT %s",
-                    (*params, limit),
-                )
-            ).fetchall()
+            found = await (await db.execute(sql, params)).fetchall()
         return [listed(row, self.where) for row in found]
 
     async def events(self, *, after: int, limit: int = 1000) -> list[RunEvent]:
@@ -272,13 +268,15 @@ class PostgresStore:
 
     # -- retention and wake-ups --------------------------------------------------------------
 
-    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
-        upto = (await self.last_event_id()) if keep_after is None else keep_after
+    async def prune(
+        self, *, before: float, keep_after: int | None = None, now: float | None = None
+    ) -> Pruned:
         async with self._transaction() as db:
-            gone = await db.execute(PRUNE_EVENTS, {"upto": upto, "before": before})
-            events = await gone.fetchone()
-            answers = await db.execute("DELETE FROM loopstate_answers WHERE at < %s", (before,))
-            return Pruned(events=events[0] if events else 0, answers=answers.rowcount)
+            return await upkeep.prune(db, before=before, keep_after=keep_after, now=now)
+
+    async def keep_cursor(self, process: str, after: int | None, *, now: float, ttl: float) -> int:
+        async with self._use() as db:
+            return await upkeep.keep_cursor(db, process, after, until=now + ttl)
 
     async def pruned_upto(self) -> int:
         async with self._use() as db:
@@ -392,8 +390,3 @@ class PostgresStore:
 
 REMEMBERED = 10_000
 """Runs whose stored counts a handle remembers (beyond: one more round trip at a save)."""
-
-
-def _check_lease(run_id: str, holder: str | None, until: float, *, owner: str, now: float) -> None:
-    if lease_is_live(holder, until, owner=owner, now=now):
-        raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")

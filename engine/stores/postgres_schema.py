@@ -16,7 +16,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.engine.stores.codec import decode_run
 
-DB_VERSION = 5
+DB_VERSION = 6
 _LOCK = 7_204_611_093  # pg_advisory_xact_lock key: "loopstate migrates this database"
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -77,6 +77,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 5: run definitions, each kept once by fingerprint (runs name theirs in the header)
         """CREATE TABLE IF NOT EXISTS loopstate_definitions (
             fingerprint text PRIMARY KEY, body text NOT NULL
+        )""",
+    ),
+    (  # 6: what the decision checker accepts for a waiting run's calls (a decision recorded
+        # in one statement: `engine/decision_guard`); the stream clients' cursors of every
+        # service process (pruning keeps what any of them still needs)
+        "ALTER TABLE loopstate_runs ADD COLUMN IF NOT EXISTS decidable jsonb",
+        """CREATE TABLE IF NOT EXISTS loopstate_cursors (
+            process text PRIMARY KEY, after bigint NOT NULL, until double precision NOT NULL
         )""",
     ),
 )

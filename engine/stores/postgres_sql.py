@@ -16,11 +16,14 @@ may be taken at once (`ORPHANED`), without waiting for the lease to expire.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from loopstate.engine.decision_guard import decidable
 from loopstate.engine.state import RunState
-from loopstate.engine.store import pause_key, ready
+from loopstate.engine.store import Cursor, Order, pause_key, ready
 from loopstate.engine.stores.codec import (
+    LISTED,
     event_row,
     header,
     rows,
@@ -51,7 +54,7 @@ _HEADER = (
     "pending = %(pending)s, created_at = %(created_at)s, updated_at = %(updated_at)s, "
     "stop_reason = %(stop_reason)s, header = %(header)s, message_count = %(m)s, "
     "transition_count = %(t)s, lease_owner = %(owner)s, lease_until = %(until)s, "
-    "lease_session = %(session)s, ready = %(ready)s"
+    "lease_session = %(session)s, ready = %(ready)s, decidable = %(decidable)s::jsonb"
 )
 _APPEND = """,
 m AS (INSERT INTO loopstate_messages (run_id, idx, body)
@@ -76,9 +79,10 @@ SAVE = (
 CREATE = (
     "WITH run AS (INSERT INTO loopstate_runs (run_id, machine, state, status, steps, pending, "
     "created_at, updated_at, stop_reason, header, message_count, transition_count, "
-    "lease_owner, lease_until, lease_session, ready) VALUES (%(run_id)s, %(machine)s, "
-    "%(state)s, %(status)s, %(steps)s, %(pending)s, %(created_at)s, %(updated_at)s, "
-    "%(stop_reason)s, %(header)s, %(m)s, %(t)s, %(owner)s, %(until)s, %(session)s, %(ready)s) "
+    "lease_owner, lease_until, lease_session, ready, decidable) VALUES (%(run_id)s, "
+    "%(machine)s, %(state)s, %(status)s, %(steps)s, %(pending)s, %(created_at)s, "
+    "%(updated_at)s, %(stop_reason)s, %(header)s, %(m)s, %(t)s, %(owner)s, %(until)s, "
+    "%(session)s, %(ready)s, %(decidable)s::jsonb) "
     "RETURNING run_id)" + _APPEND
 )
 LEASE = (
@@ -100,6 +104,36 @@ CLAIM = (
     "ORDER BY r.updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) RETURNING run_id, updated_at"
 )
 """Lease up to `limit` ready runs whose lease expired or whose holder's session is gone."""
+_CALL = "r.decidable -> %(call_id)s::text"
+_INBOX = (
+    "jsonb_set(r.header::jsonb, '{inbox}', (r.header::jsonb -> 'inbox') || jsonb_build_array("
+    f"jsonb_set(%(queued)s::jsonb, '{{decision,digest}}', {_CALL} -> 'digest')))"
+)
+RECORD_DECISION = (
+    "WITH run AS (UPDATE loopstate_runs r SET updated_at = greatest(r.updated_at, %(now)s), "
+    f"header = jsonb_set({_INBOX}, '{{updated_at}}', "
+    "to_jsonb(greatest(r.updated_at, %(now)s)))::text, "
+    "decidable = nullif(r.decidable - %(call_id)s::text, '{}'::jsonb), "
+    "ready = (r.decidable - %(call_id)s::text) = '{}'::jsonb "
+    "WHERE r.run_id = %(run_id)s AND r.status = 'awaiting_approval' "
+    f"AND ({_CALL} -> 'kinds') ? %(kind)s::text "
+    f"AND (%(digest)s::text IS NULL OR {_CALL} ->> 'digest' = %(digest)s::text) "
+    f"AND (r.lease_owner IS NULL OR r.lease_until <= %(now)s OR {ORPHANED}) "
+    "RETURNING r.run_id, r.state, r.status, r.pending, r.updated_at, r.ready, "
+    "r.transition_count, jsonb_array_length(r.header::jsonb -> 'inbox') AS queued), "
+    "e AS (INSERT INTO loopstate_events (run_id, body) SELECT run.run_id, json_build_object("
+    "'run_id', run.run_id, 'state', run.state, 'status', run.status, 'pending', run.pending, "
+    "'queued', run.queued, 'seq', coalesce((SELECT max(seq) FROM loopstate_transitions x "
+    "WHERE x.run_id = run.run_id), 0), 'updated_at', run.updated_at)::text FROM run, "
+    "LATERAL (SELECT pg_advisory_xact_lock(%(lock)s)) AS held), "
+    f"woken AS (SELECT pg_notify('{WAKE}', '') FROM run WHERE run.ready) "
+    "SELECT run.ready FROM run"
+)
+"""Record a decision in one statement (see `engine/decision_guard`): guarded by what the
+checker said when the run was saved (`decidable`: the call waits, with this digest, and
+accepts this kind) and by the lease (free, expired or orphaned); the call leaves `decidable`
+(used once), the log gains an entry, a run now ready wakes the workers. A row (whether the
+run is ready) if recorded; none if refused."""
 HOLDER = (
     "SELECT lease_owner, lease_until, message_count, transition_count "
     "FROM loopstate_runs WHERE run_id = %s"
@@ -153,6 +187,26 @@ first entry at or after it, and every later one, is kept); the highest id droppe
 in `loopstate_pruned`. Answers how many were dropped."""
 
 
+def list_query(
+    status: str | None, by: Order, cursor: Cursor | None, limit: int
+) -> tuple[str, tuple[Any, ...]]:
+    """`list_runs`'s statement and parameters (see `Store.list_runs`)."""
+    column = "updated_at" if by == "updated" else "created_at"
+    where: list[str] = ["true"]
+    params: list[Any] = []
+    if status is not None:
+        where.append("status = %s")
+        params.append(status)
+    if cursor is not None:
+        where.append(f"({column}, run_id) < (%s, %s)")
+        params.extend(cursor)
+    sql = (
+        f"SELECT {LISTED.format(p='loopstate_', h='header')} FROM loopstate_runs r "
+        f"WHERE {' AND '.join(where)} ORDER BY {column} DESC, run_id DESC LIMIT %s"
+    )
+    return sql, (*params, limit)
+
+
 def write_params(
     state: RunState, *, owner: str, until: float, session: int, first: tuple[int, int, int]
 ) -> dict[str, Any]:
@@ -177,6 +231,7 @@ def write_params(
         "until": until,
         "session": session,
         "ready": ready(state),
+        "decidable": _json_or_none(decidable(state)),
         "mi": [r[1] for r in messages],
         "mb": [r[2] for r in messages],
         "ti": [r[1] for r in transitions],
@@ -187,3 +242,7 @@ def write_params(
         "lock": EVENTS_LOCK,
         "pause": pause_key(state.run_id),
     }
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))

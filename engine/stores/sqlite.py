@@ -15,8 +15,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Literal
 
+from loopstate.engine.decision_guard import recorded
 from loopstate.engine.errors import RunBusy, RunNotFound, StoreError
-from loopstate.engine.state import RunState
+from loopstate.engine.state import QueuedDecision, RunState
 from loopstate.engine.store import (
     Cursor,
     Order,
@@ -129,6 +130,23 @@ class SQLiteStore(Answers):
             self._append(db, state, messages, transitions)
 
     @store_errors
+    async def record_decision(self, run_id: str, queued: QueuedDecision) -> bool | None:
+        with self._transaction() as db:
+            try:
+                self._check_lease(db, run_id, "", queued.at)
+            except (RunBusy, RunNotFound):
+                return None
+            state = recorded(self._load(db, run_id), queued)
+            if state is None:
+                return None
+            db.execute(
+                "UPDATE runs SET updated_at = ?, header = ?, ready = ? WHERE run_id = ?",
+                (state.updated_at, header(state), ready(state), run_id),
+            )
+            db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
+        return ready(state)
+
+    @store_errors
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         with self._transaction() as db:
             renewed = db.execute(
@@ -211,9 +229,16 @@ class SQLiteStore(Answers):
         return max(int(last or 0), upkeep.pruned_upto(db))
 
     @store_errors
-    async def prune(self, *, before: float, keep_after: int | None = None) -> Pruned:
+    async def prune(
+        self, *, before: float, keep_after: int | None = None, now: float | None = None
+    ) -> Pruned:
         with self._transaction() as db:
-            return upkeep.prune(db, before=before, keep_after=keep_after)
+            return upkeep.prune(db, before=before, keep_after=keep_after, now=now)
+
+    @store_errors
+    async def keep_cursor(self, process: str, after: int | None, *, now: float, ttl: float) -> int:
+        with self._transaction() as db:
+            return upkeep.keep_cursor(db, process, after, until=now + ttl)
 
     @store_errors
     async def pruned_upto(self) -> int:

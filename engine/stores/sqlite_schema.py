@@ -3,7 +3,7 @@ is migrated up to `DB_VERSION` on first use; a file a newer loopstate migrated i
 
 from __future__ import annotations
 
-DB_VERSION = 5
+DB_VERSION = 6
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs, append-only messages and transitions, upserted calls
@@ -59,5 +59,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (  # 5: run definitions, each kept once by fingerprint (runs name theirs in the header)
         "CREATE TABLE IF NOT EXISTS definitions (fingerprint TEXT PRIMARY KEY, body TEXT NOT NULL)",
+    ),
+    (  # 6: the stream clients' cursors of every service process (pruning keeps what they need)
+        """CREATE TABLE IF NOT EXISTS cursors (
+            process TEXT PRIMARY KEY, after INTEGER NOT NULL, until REAL NOT NULL
+        )""",
     ),
 )

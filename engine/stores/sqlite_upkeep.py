@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 
+from loopstate.engine.clock import system_clock
 from loopstate.engine.store import Pruned, claimable
 
 
@@ -33,10 +34,18 @@ def claim(db: sqlite3.Connection, *, owner: str, now: float, ttl: float, limit: 
     return claimed
 
 
-def prune(db: sqlite3.Connection, *, before: float, keep_after: int | None) -> Pruned:
+def prune(
+    db: sqlite3.Connection, *, before: float, keep_after: int | None, now: float | None
+) -> Pruned:
     """Inside the caller's write transaction: drop the log's entries written before `before`
     (the first entry at or after it, and every later one, is kept: ids grow with time), none
-    above `keep_after`, and the answers kept since before `before`."""
+    above `keep_after` or a stream cursor live at `now` (`keep_cursor`), and the answers kept
+    since before `before`."""
+    (cursor,) = db.execute(
+        "SELECT min(after) FROM cursors WHERE until > ?", (system_clock() if now is None else now,)
+    ).fetchone()
+    if cursor is not None:
+        keep_after = cursor if keep_after is None else min(keep_after, cursor)
     (first_kept,) = db.execute(
         "SELECT min(id) FROM events WHERE json_extract(body, '$.updated_at') >= ?", (before,)
     ).fetchone()
@@ -57,3 +66,17 @@ def pruned_upto(db: sqlite3.Connection) -> int:
     """The highest id pruned from the log (0: none)."""
     (upto,) = db.execute("SELECT max(upto) FROM pruned").fetchone()
     return int(upto or 0)
+
+
+def keep_cursor(db: sqlite3.Connection, process: str, after: int | None, *, until: float) -> int:
+    """Inside the caller's write transaction: publish (or, `after` None, drop) `process`'s
+    stream cursor (see `Prunable.keep_cursor`); the log's pruned start."""
+    if after is None:
+        db.execute("DELETE FROM cursors WHERE process = ?", (process,))
+    else:
+        db.execute(
+            "INSERT INTO cursors (process, after, until) VALUES (?, ?, ?) ON CONFLICT (process) "
+            "DO UPDATE SET after = excluded.after, until = excluded.until",
+            (process, after, until),
+        )
+    return pruned_upto(db)
