@@ -15,10 +15,9 @@ from loopstate.engine.errors import (
     RunNotFound,
     RunNotResumable,
 )
-from loopstate.engine.operations import abort_run, decided, queue_decision
+from loopstate.engine.operations import abort_run, record_decision
 from loopstate.engine.pause import pause_run
 from loopstate.engine.state import RunState
-from loopstate.engine.store import ready
 from loopstate.service.compat import runs_by_compatibility
 from loopstate.service.decisions import as_problem, decision_of
 from loopstate.service.explain import explain, failure_text, with_errors
@@ -172,18 +171,19 @@ def routes(service: Service) -> APIRouter:
 
         async def record() -> Answer:
             async with service.run_lock(run_id):
-                await load(service, run_id)  # an unknown run: 404
-                try:
-                    state = await queue_decision(
+                try:  # one round trip on PostgreSQL when nothing is wrong
+                    continues = await record_decision(
                         service.store, run_id, call_id, decision_of(body),
-                        actor=actor, clock=service.runner.clock, bound=True, routed=False,
+                        actor=actor, clock=service.runner.clock, bound=True,
                     )  # fmt: skip
+                except RunNotFound:
+                    raise Problem(404, f"no run {run_id!r}") from None
+                except RunDamaged as exc:
+                    raise Problem(409, f"run {run_id} is damaged: {_line(exc)}") from None
                 except (DecisionError, RunBusy, RunNotResumable) as exc:
                     raise as_problem(exc) from None
             service.hub.touch(run_id)
-            # a sub-agent's last decision makes the top run of its tree ready instead
-            continues = ready(state) or (state.parent is not None and decided(state))
-            if continues:
+            if continues:  # a sub-agent's last decision: the top run of its tree continues
                 service.runner.worker.wake()
             return 200, {"run_id": run_id, "call_id": call_id, "decision": body.decision,
                          "actor": actor, "continues": continues}  # fmt: skip
