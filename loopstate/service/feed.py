@@ -11,7 +11,11 @@ again".
 
 Retention (`Service(retention_s=...)`): the hub prunes the store's log of entries older than
 that, at start and every `PRUNE_EVERY_S`, but never one a connected all-runs client has not
-been sent (`keep_after`: the lowest id a connected client was sent up to). A client that
+been sent, whichever process serves it: every process publishes its cursor in the store (the
+lowest id its connected all-runs clients were sent up to, `Prunable.keep_cursor`) when a
+client connects and every `CURSOR_EVERY_S` while any is connected, and a prune anywhere (the
+CLI's `loopstate store prune` too) keeps every entry after a live cursor; a process that
+died stops holding entries back once its cursor is `CURSOR_TTL_S` old. A client that
 reconnects from an entry pruned meanwhile (`Last-Event-ID` below `Prunable.pruned_upto`) is
 told so by a `reset` event, then follows from the log's end.
 """
@@ -25,10 +29,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loopstate.engine.clock import Clock
+from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.errors import LoopstateError
 from loopstate.engine.logs import get_logger
-from loopstate.engine.store import Prunable, Pruned, RunEvent, Store
+from loopstate.engine.store import CURSOR_TTL_S, Prunable, Pruned, RunEvent, Store, lease_owner
 from loopstate.engine.streaming import TextDelta, ToolCallDelta
 
 RECENT = 10_000
@@ -40,6 +44,8 @@ BACKLOG = 10_000
 store on its next notice or reconnect)."""
 PRUNE_EVERY_S = 3600.0
 """How often a service with a retention setting prunes the store's log."""
+CURSOR_EVERY_S = CURSOR_TTL_S / 4
+"""How often a process with connected all-runs clients publishes its cursor again."""
 DELTAS = 256
 """Deltas held for one client: beyond, its live text has gaps (deltas are never stored)."""
 
@@ -61,8 +67,18 @@ process only)."""
 
 
 class Hub:
-    def __init__(self, store: Store, moved: asyncio.Event, *, poll_s: float = 0.25) -> None:
+    def __init__(
+        self,
+        store: Store,
+        moved: asyncio.Event,
+        *,
+        poll_s: float = 0.25,
+        clock: Clock = system_clock,
+    ) -> None:
         self.store = store
+        self.clock = clock
+        self.process = lease_owner()  # whose cursor this hub publishes
+        self._cursor_kept = False
         self.moved = moved
         self.poll_s = poll_s
         self._runs: dict[str, set[asyncio.Queue[Item]]] = defaultdict(set)
@@ -156,15 +172,38 @@ class Hub:
         """Where all-runs client `queue` starts: after `after` (None: the log's end), kept from
         pruning from then on; and, if entries after `after` were pruned, the id they were
         pruned up to (the client must start over: a `reset`), the start then being the end."""
-        async with self._pruning:  # a prune in this process sees the client, or is seen
+        async with self._pruning:  # a prune anywhere sees the client's cursor, or is seen
             head = await self.head()
-            pruned = None
-            if after is not None and isinstance(self.store, Prunable):
-                upto = await self.store.pruned_upto()
-                pruned = upto if after < upto else None
-            start = head if after is None or pruned is not None else after
+            start, pruned = (head if after is None else after), None
             self._sent[queue] = start
+            if isinstance(self.store, Prunable):
+                upto = await self._keep_cursor(self.store)
+                if after is not None and after < upto:
+                    start, pruned = max(head, upto), upto
+                    self._sent[queue] = start
         return start, pruned
+
+    async def _keep_cursor(self, store: Prunable) -> int:
+        """Publish this process's cursor (none once no all-runs client is connected); where
+        the log starts, as it is once the cursor is in place."""
+        after = min(self._sent.values(), default=None)
+        self._cursor_kept = after is not None
+        return await store.keep_cursor(self.process, after, now=self.clock(), ttl=CURSOR_TTL_S)
+
+    async def cursors(self, stop: asyncio.Event) -> None:
+        """Publish this process's cursor every `CURSOR_EVERY_S` while it has all-runs clients
+        (then once more, to drop it), until `stop`."""
+        if not isinstance(self.store, Prunable):
+            return
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), CURSOR_EVERY_S)
+            if self._sent or self._cursor_kept:
+                try:
+                    async with self._pruning:
+                        await self._keep_cursor(self.store)
+                except LoopstateError as exc:  # the store is unreachable: at the next turn
+                    self.log.warning("feed_cursor_failed", error=str(exc).splitlines()[0])
 
     def sent(self, queue: asyncio.Queue[Item], upto: int) -> None:
         """All-runs client `queue` was sent the log up to id `upto`."""
@@ -175,8 +214,11 @@ class Hub:
         if not isinstance(self.store, Prunable):
             return None
         async with self._pruning:
+            if self._sent or self._cursor_kept:  # its own cursor as it is now, for all to see
+                await self._keep_cursor(self.store)
             keep_after = min(self._sent.values(), default=None)
-            return await self.store.prune(before=now - older_than_s, keep_after=keep_after)
+            before = now - older_than_s
+            return await self.store.prune(before=before, keep_after=keep_after, now=now)
 
     async def keep(self, older_than_s: float, clock: Clock, stop: asyncio.Event) -> None:
         """Prune at once and every `PRUNE_EVERY_S` until `stop`."""

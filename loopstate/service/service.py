@@ -67,7 +67,7 @@ class Service:
             store = next(iter(agents.values())).store
         self.store = store
         self.runner = Runner(agents, store, concurrency=concurrency, stream=stream)
-        self.hub = Hub(store, self.runner.moved, poll_s=poll_s)
+        self.hub = Hub(store, self.runner.moved, poll_s=poll_s, clock=self.runner.clock)
         self.runner.signals.deltas = self.hub.delta
         self.runner.signals.changed = self.hub.touch
         self.hub.decided = self.runner.worker.wake
@@ -91,6 +91,7 @@ class Service:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.runner.serve(stop))
             tasks.create_task(self.hub.serve(stop))
+            tasks.create_task(self.hub.cursors(stop))
             if self.retention_s is not None:
                 tasks.create_task(self.hub.keep(self.retention_s, self.runner.clock, stop))
             try:
