@@ -35,8 +35,10 @@ def register(subparsers: Any) -> None:
         "prune",
         help="remove event-log entries and idempotency answers older than an age",
         description="Remove the store-wide event log's entries and the idempotency answers "
-        "older than --older-than. Runs, their messages and transitions are kept. A stream "
-        "client that reconnects from a pruned entry is sent a `reset` event.",
+        "older than --older-than. Runs, their messages and transitions are kept, and so is "
+        "every entry a stream client connected to any service process still needs (each "
+        "process publishes its clients' position). A stream client that reconnects from a "
+        "pruned entry is sent a `reset` event.",
     )
     prune.add_argument(
         "--older-than", type=age, required=True, metavar="AGE", help="e.g. 30d, 12h, 90m"
