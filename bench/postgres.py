@@ -16,8 +16,12 @@ and for PostgreSQL the server's CPU time per step (the postmaster and its backen
 /proc, over the whole measurement: it includes this process queueing the decisions), and the
 round trips per step of one worker process whose connections go through a counting proxy
 (tests/pg_wire.py: Sync and Query messages on the wire; a separate pass, as the proxy costs
-time). On a 2-core machine the workers, the server and this process share the cores: the
-figures say what the store costs, not how far it scales on a server of its own.
+time). Then the round trips and the time per decision, from this process through the proxy:
+in one step (`record_decision`: one statement guarded by what the checker said at the run's
+last save) beside the checked path (`queue_decision`: lease + read, save, release, and the
+read that routes a sub-agent's call). On a 2-core machine the workers, the server and this
+process share the cores: the figures say what the store costs, not how far it scales on a
+server of its own.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ async def measure(
     worker_db: str | None = None,
 ) -> dict[str, float]:  # fmt: skip
     from loopstate import Approve
-    from loopstate.engine.operations import queue_decision
+    from loopstate.engine.operations import record_decision
 
     suspended = agent().clone(store=store)
     pending = {}
@@ -117,7 +121,7 @@ async def measure(
         client = sum(cpu_s(proc.pid) for proc in procs)
         decided = {}
         for run_id, call_id in pending.items():
-            await queue_decision(store, run_id, call_id, Approve(), actor="bench")
+            await record_decision(store, run_id, call_id, Approve(), actor="bench")
             decided[run_id] = time.time()
         # Seldom: each look is a query the server's CPU figure counts (the steps' own times
         # are the stored transitions', so how soon this notices the end changes nothing).
@@ -189,6 +193,45 @@ async def main(runs: int) -> None:
                 f"{wire.round_trips / got['steps']:.2f} round trips/step "
                 f"({wire.round_trips} for {got['steps']:.0f} steps, start-up included)"
             )
+            print("A person's decision, from this process through the counting proxy:")
+            found = await decision_trips(fresh_schema(dsn), min(runs, 100))
+            checked = found["checked path (queue_decision)"]
+            for name, (trips, ms) in found.items():
+                print(
+                    f"  {name}: {trips:.2f} round trips, {ms:.2f} ms per decision "
+                    f"({trips / checked[0]:.2f}× / {ms / checked[1]:.2f}× the checked path)"
+                )
+
+
+async def decision_trips(dsn: str, runs: int) -> dict[str, tuple[float, float]]:
+    """Round trips and ms per decision, counted on the wire, by how it is recorded."""
+    from pg_wire import counting_proxy
+
+    from loopstate import Approve, PostgresStore
+    from loopstate.engine.operations import queue_decision, record_decision
+
+    ways = {
+        "one step (record_decision)": record_decision,
+        "checked path (queue_decision)": queue_decision,
+    }
+    found: dict[str, tuple[float, float]] = {}
+    with counting_proxy(dsn) as (proxied, wire):
+        store = PostgresStore(proxied)
+        suspended = agent().clone(store=store)
+        for name, way in ways.items():
+            pending = []
+            for i in range(runs + 1):
+                result = await suspended.run("go", run_id=f"{name[:3]}-{i}")
+                pending.append((result.run_id, result.pending[0].call_id))
+            first = pending.pop(0)  # the first use of a statement prepares it: not counted
+            await way(store, *first, Approve(), actor="bench")
+            trips, started = wire.round_trips, time.perf_counter()
+            for run_id, call_id in pending:
+                await way(store, run_id, call_id, Approve(), actor="bench")
+            spent = time.perf_counter() - started
+            found[name] = ((wire.round_trips - trips) / runs, spent / runs * 1000)
+        await store.close()
+    return found
 
 
 def _postmaster(dsn: str) -> int:

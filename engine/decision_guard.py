@@ -40,7 +40,7 @@ def decidable(state: RunState) -> dict[str, Any] | None:
     """For a top run waiting for decisions (not for a run it delegated to): each waiting
     call without a queued decision, by id, with its digest and the `QUICK` kinds the checker
     accepts for it. None: no decision on this run may be recorded in one statement."""
-    if state.parent is not None or state.state != "awaiting_approval" or waits_on_child(state):
+    if not _alone(state) or state.state != "awaiting_approval":
         return None
     queued = {q.call_id for q in state.inbox}
     calls: dict[str, Any] = {}
@@ -53,6 +53,12 @@ def decidable(state: RunState) -> dict[str, Any] | None:
     return calls or None
 
 
+def _alone(state: RunState) -> bool:
+    """A top run that waits for no run it delegated to: recording a decision on it changes
+    no other run (a sub-agent's last decision makes the top run of its tree ready)."""
+    return state.parent is None and not waits_on_child(state)
+
+
 def _accepted(state: RunState, call_id: str, decision: Decision) -> bool:
     try:
         check_decision(state, call_id, decision)
@@ -62,8 +68,11 @@ def _accepted(state: RunState, call_id: str, decision: Decision) -> bool:
 
 
 def recorded(state: RunState, queued: QueuedDecision) -> RunState | None:
-    """`state` with `queued` in its inbox (`queue_on`) if the checker accepts it; None if not
-    (nothing to record: the caller asks why)."""
+    """`state` with `queued` in its inbox (`queue_on`) if the checker accepts it and the run
+    is a top run that waits for no other (`decidable`'s scope); None if not (nothing to
+    record: the caller asks why, or takes the path that wakes a sub-agent's tree)."""
+    if not _alone(state):
+        return None
     try:
         call = check_decision(state, queued.call_id, queued.decision).call
     except DecisionError:

@@ -12,7 +12,18 @@ import pytest
 import worker_agent
 from pg_wire import Wire, counting_proxy
 
-from loopstate import Abort, Approve, Deny, Edit, MemoryStore, PostgresStore, SQLiteStore, Store
+from loopstate import (
+    Abort,
+    Agent,
+    Approve,
+    Deny,
+    Edit,
+    MemoryStore,
+    PostgresStore,
+    ScriptedModel,
+    SQLiteStore,
+    Store,
+)  # fmt: skip
 from loopstate.engine.clock import system_clock
 from loopstate.engine.errors import (
     AlreadyDecided,
@@ -24,6 +35,7 @@ from loopstate.engine.errors import (
     StaleDigest,
     UnknownCall,
 )
+from loopstate.engine.models.scripted import call
 from loopstate.engine.operations import queue_decision, record_decision
 from loopstate.engine.rule import Rule
 from loopstate.engine.store import ready
@@ -162,3 +174,21 @@ async def test_a_decision_and_an_expiry_or_another_decision_racing_exactly_one_w
         assert [q.call_id for q in inbox] == [call_id]  # used once
     for handle in handles:
         await handle.close()
+
+
+async def test_a_sub_agents_last_decision_makes_the_top_run_of_its_tree_ready(
+    store: Store,
+) -> None:
+    writer = Agent(ScriptedModel([call("charge", {"amount": 1}), "Done."]), [worker_agent.charge],
+                   store=store)  # fmt: skip
+    boss = Agent(ScriptedModel([call("writer", {"task": "charge"}), "ok"]),
+                 [writer.as_tool(name="writer", description="Charges.")], store=store)  # fmt: skip
+    top = await boss.run("go", run_id="top")
+    [request] = top.pending  # the writer's call, waiting in the writer's run
+    assert request.run_id is not None
+    assert request.run_id != "top"
+    continues = await record_decision(
+        store, request.run_id, request.call_id, Approve(digest=request.digest), actor="ann"
+    )
+    assert continues
+    assert ready(await store.load("top"))  # a worker continues the tree from its top
