@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import worker_agent
 from pg_wire import Wire, counting_proxy
+from support.waiting import until
+from worker_support import wait_until_ended
 
 from loopstate import (
     Abort,
@@ -39,6 +41,7 @@ from loopstate.engine.models.scripted import call
 from loopstate.engine.operations import queue_decision, record_decision
 from loopstate.engine.rule import Rule
 from loopstate.engine.store import ready
+from loopstate.worker import Worker
 
 NO_CHARGE = Rule(name="no-charge", tools=["charge"], forbid=True, reason="card frozen")
 
@@ -192,3 +195,21 @@ async def test_a_sub_agents_last_decision_makes_the_top_run_of_its_tree_ready(
     )
     assert continues
     assert ready(await store.load("top"))  # a worker continues the tree from its top
+
+
+async def test_a_waiting_worker_is_woken_by_a_decision_in_one_step_not_by_its_poll(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOPSTATE_TEST_EFFECTS", str(tmp_path / "effects.txt"))
+    store = PostgresStore(postgres_dsn)
+    call_id, digest = await waiting(store, "r")
+    agent = worker_agent.agent(store)
+    stop, worker = asyncio.Event(), Worker(agent, poll_s=3600.0)  # would sleep for an hour
+    serving = asyncio.create_task(worker.serve(stop))
+    await until(lambda: worker.claims >= 1)  # it looked once (listening), found nothing: waits
+    assert await record_decision(store, "r", call_id, Approve(digest=digest), actor="ann")
+    await wait_until_ended(store, 1, within=60.0)
+    stop.set()
+    await serving
+    assert (await store.load("r")).status == "done"
+    await store.close()

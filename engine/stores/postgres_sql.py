@@ -125,9 +125,9 @@ RECORD_DECISION = (
     "'run_id', run.run_id, 'state', run.state, 'status', run.status, 'pending', run.pending, "
     "'queued', run.queued, 'seq', coalesce((SELECT max(seq) FROM loopstate_transitions x "
     "WHERE x.run_id = run.run_id), 0), 'updated_at', run.updated_at)::text FROM run, "
-    "LATERAL (SELECT pg_advisory_xact_lock(%(lock)s)) AS held), "
-    f"woken AS (SELECT pg_notify('{WAKE}', '') FROM run WHERE run.ready) "
-    "SELECT run.ready FROM run"
+    "LATERAL (SELECT pg_advisory_xact_lock(%(lock)s)) AS held) "
+    "SELECT run.ready, woken.n FROM run LEFT JOIN LATERAL "
+    f"(SELECT 1 AS n, pg_notify('{WAKE}', '') WHERE run.ready) AS woken ON true"
 )
 """Record a decision in one statement (see `engine/decision_guard`): guarded by what the
 checker said when the run was saved (`decidable`: the call waits, with this digest, and
