@@ -1,6 +1,7 @@
 """PostgresStore by round trips, counted on the wire by a proxy that reads the protocol
 (`pg_wire`): each write of the store port, a claim and a load are one round trip each; a
-worker's steps cost a few; a decision queued from outside, four."""
+worker's steps cost a few; a decision queued from outside on the checked path, four (in one
+step, `record_decision`, one: see test_decision_one_step)."""
 
 from __future__ import annotations
 

@@ -41,9 +41,9 @@ def prune(
     (the first entry at or after it, and every later one, is kept: ids grow with time), none
     above `keep_after` or a stream cursor live at `now` (`keep_cursor`), and the answers kept
     since before `before`."""
-    (cursor,) = db.execute(
-        "SELECT min(after) FROM cursors WHERE until > ?", (system_clock() if now is None else now,)
-    ).fetchone()
+    now = system_clock() if now is None else now
+    db.execute("DELETE FROM cursors WHERE until <= ?", (now,))  # their processes are gone
+    (cursor,) = db.execute("SELECT min(after) FROM cursors").fetchone()
     if cursor is not None:
         keep_after = cursor if keep_after is None else min(keep_after, cursor)
     (first_kept,) = db.execute(
