@@ -44,8 +44,8 @@ class Service:
     model). `stream=False` makes every call a plain one. `max_body`: the largest request body
     taken, in bytes (larger: 413, unread). `retention_s`: prune the store's event log and
     idempotency answers older than this many seconds, at start and hourly, never an entry a
-    connected stream client still needs (None: keep them; `loopstate store prune` does it
-    from outside)."""
+    stream client connected to this or any other service process still needs (None: keep
+    them; `loopstate store prune` does it from outside, keeping the same entries)."""
 
     def __init__(
         self,
