@@ -14,12 +14,12 @@ import httpx
 import pytest
 import worker_agent
 from service_support import TESTS, TOKEN, Server, free_port, start, stop
+from support.waiting import until
 from test_service_retention import next_events
 
 from loopstate import PostgresStore, SQLiteStore
 from loopstate.engine.clock import system_clock
 from loopstate.engine.store import CURSOR_TTL_S, Prunable
-from loopstate.service import Service
 
 STREAM = {"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}"}
 
@@ -33,19 +33,23 @@ def prune_cli(db: str) -> str:
     return done.stdout
 
 
-@pytest.fixture
-def servers(postgres_dsn: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Two service processes on one database: one whose clients are not sent what others
-    write until it looks (`cursor_server`), and a `loopstate serve`."""
+def serve(postgres_dsn: str, tmp_path: Path, *retention: str) -> Server:
+    """A service process (`cursor_server`): without `retention`, one whose clients are not
+    sent what others write until it looks; with it, one that prunes at start."""
     port = free_port()
-    script = (str(TESTS / "cursor_server.py"), str(port), postgres_dsn)
-    effects, log = tmp_path / "effects.txt", tmp_path / "serve.log"
-    slow = start(postgres_dsn, effects, log, port, command=script)
-    other = start(postgres_dsn, effects, log, agent="worker_agent:agent")
+    script = (str(TESTS / "cursor_server.py"), str(port), postgres_dsn, *retention)
+    return start(postgres_dsn, tmp_path / "effects.txt", tmp_path / "serve.log", port,
+                 command=script)  # fmt: skip
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    """The service processes a test started (`serve`), stopped when it ends."""
+    running: list[Server] = []
     try:
-        yield slow, other
+        yield running
     finally:
-        for server in (slow, other):
+        for server in running:
             if server.process.poll() is None:
                 stop(server)
 
@@ -59,10 +63,10 @@ async def suspended(store: PostgresStore | SQLiteStore, *names: str) -> int:
 
 
 async def test_a_prune_elsewhere_keeps_what_a_client_of_another_process_was_not_sent(
-    servers: tuple[Server, Server], postgres_dsn: str
+    servers: list[Server], postgres_dsn: str, tmp_path: Path
 ) -> None:
-    slow, other = servers
     store = PostgresStore(postgres_dsn)
+    servers.append(slow := serve(postgres_dsn, tmp_path))
     seen = await suspended(store, "a", "b")
     async with httpx.AsyncClient(timeout=30) as client:
         live = client.stream("GET", f"{slow.url}/api/events", headers=STREAM)
@@ -70,15 +74,15 @@ async def test_a_prune_elsewhere_keeps_what_a_client_of_another_process_was_not_
             lines = stream.aiter_lines()
             assert (await anext(lines)).startswith(":")  # open: its cursor is published
             written = await suspended(store, "c", "d")  # not sent yet: `slow` looks hourly
-            assert f"removed {seen} event-log entries" in prune_cli(postgres_dsn)  # those sent
-            service = Service({"worker": worker_agent.agent(store)}, store=store)
-            pruned = await service.hub.prune(0.0, system_clock())  # retention, in this process
-            assert pruned is not None
-            assert pruned.events == 0
+            # another service process, `Service(retention_s=0)`: everything is old to it
+            servers.append(pruning := serve(postgres_dsn, tmp_path, "0"))
+            await until(lambda: store.pruned_upto())  # it pruned when it started
+            assert await store.pruned_upto() == seen  # what the client was sent, no more
             kept = [e.id for e in await store.events(after=0)]
-            assert kept == list(range(seen + 1, written + 1))  # all that the client needs
+            assert kept == list(range(seen + 1, written + 1))
+            assert "removed 0 event-log entries" in prune_cli(postgres_dsn)  # the CLI: same
         after = {**STREAM, "Last-Event-ID": str(seen)}
-        async with client.stream("GET", f"{other.url}/api/events", headers=after) as again:
+        async with client.stream("GET", f"{pruning.url}/api/events", headers=after) as again:
             got = await next_events(again.aiter_lines(), len(kept))
             assert [(int(i), kind) for i, kind, _ in got] == [(i, "run") for i in kept]  # no gap
     await store.close()
