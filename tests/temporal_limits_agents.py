@@ -10,7 +10,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from loopstate import Agent, Budget, Deny, MemoryStore, ModelRequest, Rule, ScriptedModel, tool
+from loopstate import (
+    Agent,
+    Budget,
+    Deny,
+    Escalate,
+    MemoryStore,
+    ModelRequest,
+    Rule,
+    ScriptedModel,
+    tool,
+)
 from loopstate.engine.models.scripted import ScriptItem, call, calls
 
 NO_ETC = Rule(name="no-etc", tools=["write_note"], arguments={"path": "/etc/*"}, forbid=True,
@@ -46,6 +56,11 @@ def agents(workdir: Path) -> dict[str, Agent]:
             f.write(text + "\n")
         return f"published {text!r}"
 
+    @tool(needs_approval=True, decide_within=1, on_expiry=Escalate(to="lead"))
+    def announce(text: str) -> str:
+        """Publish a text (handed to the lead if no one decides within a second)."""
+        return f"published {text!r}"
+
     @tool
     def lookup(key: str) -> str:
         """Look a key up (read-only); each call counted in WORKDIR/lookups.txt."""
@@ -65,7 +80,7 @@ def agents(workdir: Path) -> dict[str, Agent]:
     def model(*script: object) -> ScriptedModel:
         return ScriptedModel(list(script), by_step=True)  # type: ignore[arg-type]
 
-    tools = [write_note, publish, lookup, hold]
+    tools = [write_note, publish, announce, lookup, hold]
     store = MemoryStore()
     look = [call("lookup", {"key": f"k{n}"}, id=f"look_{n}") for n in (1, 2, 3, 4)]
     held = call("hold", {"key": "h"}, id="hold_1")
@@ -77,6 +92,9 @@ def agents(workdir: Path) -> dict[str, Agent]:
         "pausing": Agent(model(look[0], held, look[2], answer), tools, store=store),
         "deadline": Agent(
             model(call("publish", {"text": "hi"}, id="pub_1"), answer), tools, store=store
+        ),
+        "escalating": Agent(
+            model(call("announce", {"text": "hi"}, id="ann_1"), answer), tools, store=store
         ),
         "budgeted": Agent(model(*look, answer), tools, store=store, budget=Budget(tool_calls=2)),
         "ruled": Agent(

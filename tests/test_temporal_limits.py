@@ -18,10 +18,12 @@ from support.waiting import until
 from temporal_limits_agents import agents
 from temporal_support import connect, wait_pending
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
-from loopstate import Budget, DecisionError, RunNotResumable, RunResult
+from loopstate import ApprovalRequest, Budget, DecisionError, RunNotResumable, RunResult
 from loopstate.engine.state import RunState
-from loopstate.temporal import TemporalRuns, agent_worker
+from loopstate.temporal import AgentWorkflow, TemporalRuns, agent_worker, data_converter
+from loopstate.temporal.worker import sandbox_runner
 
 USER = getpass.getuser()
 
@@ -58,6 +60,15 @@ async def state_is(runs: TemporalRuns, run_id: str, name: str) -> RunState:
     return await until(at, every=0.05)
 
 
+async def replays(runs: TemporalRuns, run_id: str) -> None:
+    """The run's history replays against the workflow code: it made the same commands."""
+    history = await runs.client.get_workflow_handle(run_id).fetch_history()
+    replayer = Replayer(
+        workflows=[AgentWorkflow], data_converter=data_converter(), workflow_runner=sandbox_runner()
+    )
+    assert (await replayer.replay_workflow(history)).replay_failure is None
+
+
 def told(result: RunResult) -> list[tuple[str, str]]:
     """What the model was told and said, in order."""
     return [(m.role, str(m.content)) for m in result.messages]
@@ -86,6 +97,7 @@ async def test_a_run_paused_from_another_process_stops_at_a_step_boundary_and_re
         assert not await runs.pause(run_id)  # a paused run stays as it is
         await runs.resume(run_id)
         result = await runs.result(run_id)
+        await replays(runs, run_id)
     assert result.status == "done"
     assert told(result) == told(plain)
     path = [(t.source, t.target) for t in result.transitions]
@@ -128,6 +140,7 @@ async def test_a_deadline_denies_a_call_once_when_it_passes_and_the_model_sees_i
         [request] = await wait_pending(runs, run_id)
         assert request.deadline is not None
         result = await runs.result(run_id)
+        await replays(runs, run_id)
     assert result.status == "done"
     assert (
         result.output
@@ -166,6 +179,7 @@ async def test_a_decision_and_a_deadline_in_the_same_workflow_task_give_one_outc
         except DecisionError:
             approved = False
         result = await runs.result(run_id)
+        await replays(runs, run_id)
     decided = [e for e in result.events if e.kind == "tool_approval"]
     assert len(decided) == 1
     published = (tmp_path / "published.txt").read_text() if approved else ""
@@ -194,6 +208,7 @@ async def test_a_tool_call_budget_stops_before_a_batch_and_a_raised_one_resumes_
         code, out, err = await cli("temporal", "resume", run_id, "--budget", "tool_calls=4", *where)
         assert (code, out.strip()) == (0, f"resume accepted for run {run_id}"), err
         result = await runs.result(run_id)
+        await replays(runs, run_id)
     assert result.status == "done"
     assert result.output == "final: value of k4"
     assert (tmp_path / "lookups.txt").read_text() == "k1\nk2\nk3\nk4\n"
@@ -226,3 +241,24 @@ async def test_a_forbidding_rule_refuses_an_approval_by_update_and_a_gating_rule
         "tool",
         "Denied: the reviewer did not allow this call. Reason: system files are off limits",
     ) in told(result)
+
+
+async def test_an_escalating_deadline_hands_the_call_on_and_it_keeps_waiting(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        run_id = await runs.start("escalating", "publish hi")
+
+        async def escalated() -> list[ApprovalRequest]:
+            """the call, escalated to the lead"""
+            calls = await runs.pending(run_id)
+            return [c for c in calls if "escalated to lead" in c.reason]
+
+        [request] = await until(escalated, every=0.05)
+        assert request.deadline is None  # no further deadline
+        await runs.approve(run_id, request.call_id, actor="lead")
+        result = await runs.result(run_id)
+        await replays(runs, run_id)
+    assert result.output == "final: published 'hi'"
+    [decided] = [e for e in result.events if e.kind == "tool_approval"]
+    assert (decided.outcome, decided.actor) == ("approve", "lead")  # type: ignore[attr-defined]

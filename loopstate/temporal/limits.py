@@ -122,7 +122,10 @@ async def take_resume(wf: RunWorkflow) -> None:
 
 async def wait_woken(wf: RunWorkflow) -> None:
     """Wait until something arrives for the run, or its waiting calls' earliest deadline
-    passes (a durable timer): then their expiries are queued, once."""
+    passes (a durable timer): then their expiries are queued, once. A pause asked before the
+    run came to wait is dropped, as a local run's is (a run that waits stays as it is)."""
+    if wf.core.state.status != "running":
+        wf.store.pause_request = None
     at = next_deadline(wf)
     if at is None:
         await workflow.wait_condition(wf.woken)

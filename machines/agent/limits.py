@@ -81,7 +81,6 @@ class LoopLimits:
         spent = await tree_spent(self.loop.config.options.store, state)
         return overrun(state.budget, spent, adds, "tool batch")
 
-
     async def _stop(self, over: Overrun) -> None:
         loop = self.loop
         error = f"BudgetExceeded: {over.message}"
@@ -102,6 +101,7 @@ def batch_adds(state: RunState) -> Spent | None:
     """What the batch's calls that wait to start add (None: none waits)."""
     starting = sum(c.status in _STARTING for c in state.batch)
     return Spent(tool_calls=starting) if starting else None
+
 
 def withdrawn(state: RunState) -> RunState:
     """`state` with the batch's saved intents withdrawn (`running` → `approved`): at a step
