@@ -6,7 +6,10 @@ and keep its child runs (`ChildWorkflows`). Not a workflow itself: each kind dec
 
     run:  drive ──▶ ended            → tell children and parent, return the result
                ├──▶ model_failed      → wait for a retry (Update) or an abort
-               ├──▶ waiting           → publish, wait for a decision, a reply, a child, abort
+               ├──▶ budget_exceeded   → wait for a resume (a raised budget) or an abort
+               ├──▶ waiting           → publish, wait for a decision, a reply, a child, abort,
+               │                        or the earliest deadline (a timer: expiries queued)
+               ├──▶ paused (asked)    → wait for a resume or an abort (see `limits`)
                └──▶ paused (long run) → wait for handlers, continue as new with the state
 """
 
