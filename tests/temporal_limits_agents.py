@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from temporal_agents import Desk
+
 from loopstate import (
     Agent,
     Budget,
@@ -22,6 +24,7 @@ from loopstate import (
     tool,
 )
 from loopstate.engine.models.scripted import ScriptItem, call, calls
+from loopstate.machines.flows import Flow, Phase
 
 NO_ETC = Rule(name="no-etc", tools=["write_note"], arguments={"path": "/etc/*"}, forbid=True,
               reason="system files are off limits")  # fmt: skip
@@ -39,7 +42,7 @@ def answer(request: ModelRequest) -> ScriptItem:
     return "final: " + " | ".join(reversed(results))
 
 
-def agents(workdir: Path) -> dict[str, Agent]:
+def agents(workdir: Path) -> dict[str, Agent | Flow]:
     """The served agents, their tools writing under `workdir`."""
 
     @tool(needs_approval=True)
@@ -81,9 +84,15 @@ def agents(workdir: Path) -> dict[str, Agent]:
         return ScriptedModel(list(script), by_step=True)  # type: ignore[arg-type]
 
     tools = [write_note, publish, announce, lookup, hold]
+
+    def flow(name: str, phase_model: ScriptedModel) -> Flow:
+        """A flow of one model phase with these tools."""
+        return Flow(Desk, {"work": Phase(tools=tools, model=phase_model)}, name=name, store=store)
+
     store = MemoryStore()
     look = [call("lookup", {"key": f"k{n}"}, id=f"look_{n}") for n in (1, 2, 3, 4)]
     held = call("hold", {"key": "h"}, id="hold_1")
+    publishing = call("publish", {"text": "hi"}, id="pub_1")
     forbidden = calls(
         call("write_note", {"path": "/etc/passwd", "text": "x"}, id="etc"),
         call("write_note", {"path": "notes.txt", "text": "y"}, id="notes"),
@@ -97,6 +106,8 @@ def agents(workdir: Path) -> dict[str, Agent]:
             model(call("announce", {"text": "hi"}, id="ann_1"), answer), tools, store=store
         ),
         "budgeted": Agent(model(*look, answer), tools, store=store, budget=Budget(tool_calls=2)),
+        "publishing": flow("publishing", model(publishing, answer)),  # due within two seconds
+        "pausing_flow": flow("pausing_flow", model(look[0], held, look[2], answer)),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
         ),

@@ -22,10 +22,17 @@ from temporalio.worker import Replayer
 
 from loopstate import ApprovalRequest, Budget, DecisionError, RunNotResumable, RunResult
 from loopstate.engine.state import RunState
-from loopstate.temporal import AgentWorkflow, TemporalRuns, agent_worker, data_converter
+from loopstate.temporal import (
+    AgentWorkflow,
+    FlowWorkflow,
+    TemporalRuns,
+    agent_worker,
+    data_converter,
+)
 from loopstate.temporal.worker import sandbox_runner
 
 USER = getpass.getuser()
+DENIED = "Denied: the reviewer did not allow this call. Reason:"
 
 
 @asynccontextmanager
@@ -63,8 +70,10 @@ async def state_is(runs: TemporalRuns, run_id: str, name: str) -> RunState:
 async def replays(runs: TemporalRuns, run_id: str) -> None:
     """The run's history replays against the workflow code: it made the same commands."""
     history = await runs.client.get_workflow_handle(run_id).fetch_history()
+    workflows = [AgentWorkflow, FlowWorkflow]
+    runner = sandbox_runner()
     replayer = Replayer(
-        workflows=[AgentWorkflow], data_converter=data_converter(), workflow_runner=sandbox_runner()
+        workflows=workflows, data_converter=data_converter(), workflow_runner=runner
     )
     assert (await replayer.replay_workflow(history)).replay_failure is None
 
@@ -142,10 +151,7 @@ async def test_a_deadline_denies_a_call_once_when_it_passes_and_the_model_sees_i
         result = await runs.result(run_id)
         await replays(runs, run_id)
     assert result.status == "done"
-    assert (
-        result.output
-        == "final: Denied: the reviewer did not allow this call. Reason: no answer in time"
-    )
+    assert result.output == f"final: {DENIED} no answer in time"
     assert not (tmp_path / "published.txt").exists()
     [expired] = [t for t in result.transitions if t.source == "awaiting_approval"]
     assert (expired.event, expired.actor) == ("expired", "deadline")
@@ -237,10 +243,7 @@ async def test_a_forbidding_rule_refuses_an_approval_by_update_and_a_gating_rule
     assert result.status == "done"
     assert (tmp_path / "notes.txt").read_text() == "y\n"
     assert not (tmp_path / "passwd").exists()
-    assert (
-        "tool",
-        "Denied: the reviewer did not allow this call. Reason: system files are off limits",
-    ) in told(result)
+    assert ("tool", f"{DENIED} system files are off limits") in told(result)
 
 
 async def test_an_escalating_deadline_hands_the_call_on_and_it_keeps_waiting(
@@ -262,3 +265,27 @@ async def test_an_escalating_deadline_hands_the_call_on_and_it_keeps_waiting(
     assert result.output == "final: published 'hi'"
     [decided] = [e for e in result.events if e.kind == "tool_approval"]
     assert (decided.outcome, decided.actor) == ("approve", "lead")  # type: ignore[attr-defined]
+
+
+async def test_a_flows_model_phase_keeps_a_deadline_and_pauses_and_resumes(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        expiring = await runs.start_flow("publishing", "publish hi")
+        run_id = await runs.start_flow("pausing_flow", "look things up")
+        await until(lambda: (tmp_path / "held").exists())  # the `hold` call is in flight
+        assert await runs.pause(run_id)
+        (tmp_path / "release").touch()
+        await state_is(runs, run_id, "paused")
+        assert (tmp_path / "lookups.txt").read_text() == "k1\n"
+        await runs.resume(run_id)
+        paused = await runs.flow_result(run_id)
+        expired = await runs.flow_result(expiring)
+        await replays(runs, run_id)
+        await replays(runs, expiring)
+    assert (paused.status, paused.output) == ("done", "final: value of k3")
+    assert (tmp_path / "lookups.txt").read_text() == "k1\nk3\n"
+    assert expired.status == "done"
+    assert expired.output == f"final: {DENIED} no answer in time"
+    [timed] = [t for t in expired.transitions if t.event == "expired"]
+    assert timed.actor == "deadline"

@@ -15,7 +15,7 @@ _RESUMABLE = (AgentLoop.paused.id, AgentLoop.budget_exceeded.id)
 
 
 class PausableRun(RunWorkflow):
-    """A run that may be paused and resumed: the Updates an agent's workflow adds."""
+    """A run that may be paused and resumed (an agent's, a flow's): the Updates it adds."""
 
     @workflow.update(name="pause")
     def pause(self, request: PauseRunRequest) -> bool:
