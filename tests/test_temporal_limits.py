@@ -155,6 +155,7 @@ async def test_a_deadline_denies_a_call_once_when_it_passes_and_the_model_sees_i
     assert not (tmp_path / "published.txt").exists()
     [expired] = [t for t in result.transitions if t.source == "awaiting_approval"]
     assert (expired.event, expired.actor) == ("expired", "deadline")
+    assert expired.at >= request.deadline  # never early (workflow time)
     decided = [e for e in result.events if e.kind == "tool_approval"]
     assert [(e.outcome, e.actor) for e in decided] == [("deny", "deadline")]  # type: ignore[attr-defined]
 
