@@ -97,6 +97,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         call("write_note", {"path": "/etc/passwd", "text": "x"}, id="etc"),
         call("write_note", {"path": "notes.txt", "text": "y"}, id="notes"),
     )
+    researcher = Agent(model(look[0], answer), tools, store=store)
     return {
         "pausing": Agent(model(look[0], held, look[2], answer), tools, store=store),
         "deadline": Agent(
@@ -108,6 +109,12 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         "budgeted": Agent(model(*look, answer), tools, store=store, budget=Budget(tool_calls=2)),
         "publishing": flow("publishing", model(publishing, answer)),  # due within two seconds
         "pausing_flow": flow("pausing_flow", model(look[0], held, look[2], answer)),
+        "treed": Agent(  # its sub-agent's two model calls count toward its budget
+            model(call("research", {"task": "look"}, id="research_1"), answer),
+            [researcher.as_tool(name="research", description="Delegate a task")],
+            store=store,
+            budget=Budget(model_calls=3),
+        ),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
         ),

@@ -290,3 +290,21 @@ async def test_a_flows_model_phase_keeps_a_deadline_and_pauses_and_resumes(
     assert expired.output == f"final: {DENIED} no answer in time"
     [timed] = [t for t in expired.transitions if t.event == "expired"]
     assert timed.actor == "deadline"
+
+
+async def test_a_budget_counts_the_sub_agents_child_workflow(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        run_id = await runs.start("treed", "research")
+        stopped = await state_is(runs, run_id, "budget_exceeded")
+        assert stopped.failure is not None
+        assert stopped.failure.budget is not None
+        assert (stopped.failure.budget.limit, stopped.failure.budget.spent.model_calls) == (
+            "model_calls",
+            3,  # its own one and its child's two
+        )
+        await runs.resume(run_id, budget=Budget(model_calls=4))
+        result = await runs.result(run_id)
+    assert (result.status, result.output) == ("done", "final: final: value of k1")
+    assert result.steps == 2
