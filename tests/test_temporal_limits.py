@@ -275,7 +275,7 @@ async def test_a_flows_model_phase_keeps_a_deadline_and_pauses_and_resumes(
         expiring = await runs.start_flow("publishing", "publish hi")
         run_id = await runs.start_flow("pausing_flow", "look things up")
         await until(lambda: (tmp_path / "held").exists())  # the `hold` call is in flight
-        assert await runs.pause(run_id)
+        await runs.pause(run_id, wait=False)  # the Signal: fire and forget
         (tmp_path / "release").touch()
         await state_is(runs, run_id, "paused")
         assert (tmp_path / "lookups.txt").read_text() == "k1\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 from loopstate.engine.errors import RunNotResumable
-from loopstate.engine.outside import outside_text
+from loopstate.engine.outside import OutsideError, outside_text
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.temporal.data import PauseRunRequest, ResumeRunRequest
 from loopstate.temporal.limits import ask_pause, still_over
@@ -32,7 +32,13 @@ class PausableRun(RunWorkflow):
 
     @workflow.signal(name="pause")
     def pause_later(self, request: PauseRunRequest) -> None:
-        """Fire and forget: as the Update, for a run that has not ended."""
+        """Fire and forget: as the Update, for a run that has not ended (an actor the entry
+        rule refuses is logged and the signal dropped)."""
+        try:
+            outside_text(request.actor)
+        except OutsideError as exc:
+            self.core.log.warning("pause_refused", error=str(exc))
+            return
         if not self.finished():
             ask_pause(self, request)
 
