@@ -17,8 +17,9 @@ import pytest
 from support.waiting import until
 from temporal_limits_agents import agents
 from temporal_support import connect, wait_pending
+from temporalio import workflow
 from temporalio.client import Client
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
 from loopstate import ApprovalRequest, Budget, DecisionError, RunNotResumable, RunResult
 from loopstate.engine.state import RunState
@@ -29,6 +30,8 @@ from loopstate.temporal import (
     agent_worker,
     data_converter,
 )
+from loopstate.temporal.activities import complete_model, run_tool
+from loopstate.temporal.catalog import serve
 from loopstate.temporal.worker import sandbox_runner
 
 USER = getpass.getuser()
@@ -308,3 +311,32 @@ async def test_a_budget_counts_the_sub_agents_child_workflow(
         result = await runs.result(run_id)
     assert (result.status, result.output) == ("done", "final: final: value of k1")
     assert result.steps == 2
+
+
+async def test_a_run_that_waited_on_a_deadline_before_the_timers_replays_without_one(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """A worker from before deadline timers (`workflow.patched` answers False, as for a
+    history without the patch's marker) records a waiting run with no timer; today's code
+    replays it: it makes no timer that history never had."""
+    client = await connect(temporal_address)
+    serve(agents(tmp_path))
+    runs = TemporalRuns(client, task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    before = Worker(
+        client,
+        task_queue=runs.task_queue,
+        workflows=[AgentWorkflow],
+        activities=[complete_model, run_tool],
+        workflow_runner=UnsandboxedWorkflowRunner(),  # sees the patched `workflow.patched`
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda _id: False)
+        async with before:
+            run_id = await runs.start("deadline", "publish hi")
+            await wait_pending(runs, run_id)
+            await runs.approve(run_id, "pub_1")
+            result = await runs.result(run_id)
+    assert result.output == "final: published 'hi'"
+    history = (await runs.client.get_workflow_handle(run_id).fetch_history()).events
+    assert not any(e.HasField("timer_started_event_attributes") for e in history)
+    await replays(runs, run_id)

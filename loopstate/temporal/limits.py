@@ -50,6 +50,9 @@ from loopstate.temporal.data import PauseRunRequest
 from loopstate.temporal.ports import workflow_clock
 
 Before = Literal["model call", "tool batch"]
+DEADLINE_TIMERS = "loopstate-deadline-timers"
+"""The patch (`workflow.patched`) from which a waiting run's deadline is a timer: a run that
+waited on a deadline before it replays without one (a timer it never made is not made)."""
 
 if TYPE_CHECKING:
     from loopstate.machines.agent.steps import LoopSteps
@@ -127,7 +130,7 @@ async def wait_woken(wf: RunWorkflow) -> None:
     if wf.core.state.status != "running":
         wf.store.pause_request = None
     at = next_deadline(wf)
-    if at is None:
+    if at is None or not workflow.patched(DEADLINE_TIMERS):
         await workflow.wait_condition(wf.woken)
         return
     left = at - workflow_clock()
