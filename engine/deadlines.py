@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from loopstate.engine.approval import Abort, Deny
+from loopstate.engine.approval import Abort, Decision, Deny
 from loopstate.engine.clock import Clock, system_clock
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import (
@@ -137,17 +137,38 @@ class DeadlineWatch:
         return applied
 
 
-async def _expire(store: Store, run_id: str, call: CallRecord, clock: Clock) -> int:
+def escalated_to(call: CallRecord) -> str | None:
+    """Whom `call`'s expiry hands it to (None: its expiry decides it, `expiry_decision`)."""
+    expiry = call.deadline.on_expiry if call.deadline is not None else {}
+    return str(expiry.get("to")) if expiry.get("kind") == "escalate" else None
+
+
+def expiry_decision(call: CallRecord) -> Decision:
+    """The decision `call`'s expiry records (a `Deny` or an `Abort`), with actor `deadline`."""
     from loopstate.engine.approval import as_decision
-    from loopstate.engine.operations import queue_decision
 
     assert call.deadline is not None
-    expiry = call.deadline.on_expiry
+    return as_decision({**call.deadline.on_expiry, "by": None})
+
+
+def escalated(call: CallRecord, to: str) -> CallRecord:
+    """`call` handed to `to` on expiry: it keeps waiting, with no further deadline."""
+    return call.evolve(
+        deadline=None,
+        metadata={**call.metadata, "escalated_to": to},
+        reason=f"{call.reason} (escalated to {to}: no decision in time)",
+    )
+
+
+async def _expire(store: Store, run_id: str, call: CallRecord, clock: Clock) -> int:
+    from loopstate.engine.operations import queue_decision
+
     try:
-        if expiry.get("kind") == "escalate":
-            await _escalate(store, run_id, call.call_id, str(expiry.get("to")), clock)
+        to = escalated_to(call)
+        if to is not None:
+            await _escalate(store, run_id, call.call_id, to, clock)
         else:
-            decision = as_decision({**expiry, "by": None})
+            decision = expiry_decision(call)
             await queue_decision(store, run_id, call.call_id, decision, actor=DEADLINE, clock=clock)
     except (DecisionError, RunNotResumable) as exc:  # a decision won the race: nothing to do
         get_logger().info("expiry_refused", run_id=run_id, call_id=call.call_id, error=str(exc))
@@ -162,12 +183,9 @@ async def _escalate(store: Store, run_id: str, call_id: str, to: str, clock: Clo
         call = next((c for c in due(state, clock()) if c.call_id == call_id), None)
         if call is None:
             raise RunNotResumable(f"call {call_id} of run {run_id} is no longer due")
-        escalated = call.evolve(
-            deadline=None,
-            metadata={**call.metadata, "escalated_to": to},
-            reason=f"{call.reason} (escalated to {to}: no decision in time)",
+        state = state.replace_call(escalated(call, to)).evolve(
+            updated_at=max(clock(), state.updated_at)
         )
-        state = state.replace_call(escalated).evolve(updated_at=max(clock(), state.updated_at))
         await store.save(state, owner=owner, now=clock(), ttl=DEFAULT_LEASE_S)
     finally:
         await store.release(run_id, owner=owner)

@@ -1,6 +1,6 @@
-"""`loopstate temporal worker|start|reply|pending|show|approve|deny|edit|abort|retry`: agent and
-flow runs on Temporal, as `loopstate runs ...` works on a store. Needs the `loopstate[temporal]`
-extra."""
+"""`loopstate temporal worker|start|reply|pending|show|approve|deny|edit|abort|retry|pause|
+resume`: agent and flow runs on Temporal, as `loopstate runs ...` works on a store. Needs the
+`loopstate[temporal]` extra."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from loopstate.cli.limits import budget_of
 from loopstate.cli.runs import _json_object, _json_value, _show, _user, load_agent
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.errors import DefinitionError, LoopstateError, RunNotFound
@@ -82,6 +83,20 @@ def register(subparsers: Any) -> None:
     retry = _command(which, "retry", _retry, help="call the model again for a model_failed run")
     retry.add_argument("run")
     retry.add_argument("--actor", default=f"cli:{_user()}")
+    pause = _command(which, "pause", _pause, help="stop a running run at its next step boundary")
+    pause.add_argument("run")
+    pause.add_argument("--actor", default=f"cli:{_user()}")
+    pause.add_argument("--signal", action="store_true", help="fire and forget (no worker)")
+    resume = _command(
+        which, "resume", _resume, help="continue a paused run, or one over its budget"
+    )
+    resume.add_argument("run")
+    resume.add_argument("--actor", default=f"cli:{_user()}")
+    resume.add_argument(
+        "--budget", action="append", metavar="LIMIT=VALUE",
+        help="raise a limit of the run's budget (tokens, cost_usd, tool_calls, model_calls, "
+        "wall_s; repeat for several)",
+    )  # fmt: skip
 
 
 def _command(subparsers: Any, name: str, run: Command, **kwargs: Any) -> Any:
@@ -250,4 +265,22 @@ async def _abort(args: argparse.Namespace, runs: Any) -> int:
 async def _retry(args: argparse.Namespace, runs: Any) -> int:
     await runs.retry(args.run, actor=args.actor)
     print(shown(f"retry accepted for run {args.run}"))
+    return 0
+
+
+async def _pause(args: argparse.Namespace, runs: Any) -> int:
+    running = await runs.pause(args.run, actor=args.actor, wait=not args.signal)
+    if args.signal:
+        print(shown(f"pause sent for run {args.run}"))
+    elif running:
+        print(shown(f"pause accepted for run {args.run}: it stops at its next step boundary"))
+    else:
+        print(shown(f"run {args.run} is not running: it stays as it is"))
+    return 0
+
+
+async def _resume(args: argparse.Namespace, runs: Any) -> int:
+    budget = budget_of(args.budget) if args.budget else None
+    await runs.resume(args.run, budget=budget, actor=args.actor)
+    print(shown(f"resume accepted for run {args.run}"))
     return 0

@@ -68,7 +68,7 @@ def classified(call: ModelCall, response: ModelResponse, at: Effects) -> tuple[C
     arguments, forbidden by a rule, gated and why, or approved), the executor's own
     `prepare`: the workflow takes these from its history instead of classifying them itself,
     so a replay under a later definition makes the commands the first execution made."""
-    executor = Executor(at.tools, auto_approve=at.auto_approve)
+    executor = Executor(at.tools, auto_approve=at.auto_approve, deadline=at.deadline)
 
     def context(call_id: str, tool: str) -> ToolContext[Any]:
         return ToolContext(

@@ -55,6 +55,8 @@ class Effects:
     """A flow's model phase: its tools' `deps` are a `FlowDeps` over the data the call carries."""
     auto_approve: bool = False
     """Gated calls are approved as they are made (the run's `auto_approve`)."""
+    deadline: tuple[float | None, Any] = (None, None)
+    """The run-wide default deadline of a gated call (`decide_within`, `on_expiry`)."""
 
     def deps_for(self, data: dict[str, Any] | None) -> Any:
         return FlowDeps(data=data or {}, user=self.deps) if self.phase else self.deps
@@ -98,10 +100,12 @@ def effects(address: str) -> Effects:
     if isinstance(found, Agent):
         o = found.options
         tools = {t.name: t for t in found.tools}
-        return Effects(found.model, tools, o.deps, o.workspace, auto_approve=o.auto_approve)
+        return Effects(found.model, tools, o.deps, o.workspace, False, o.auto_approve, o.deadline)
     if isinstance(found, Phase):
         o, bound = found.flow.options, found.bound
-        return Effects(bound.model, bound.tools, o.deps, o.workspace, True, o.auto_approve)
+        return Effects(
+            bound.model, bound.tools, o.deps, o.workspace, True, o.auto_approve, o.deadline
+        )
     raise DefinitionError(f"{address!r} is a flow: its phases run its effects")
 
 

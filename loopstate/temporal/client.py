@@ -8,6 +8,8 @@ CLI, `Agent` and `Flow` do against a store.
     result = await runs.result(run_id)
     run_id = await runs.start_flow("coaching", "I want to run a 4:25 1500m")
     await runs.reply(run_id, "43, 40 km a week")   # a flow that waits for the user
+    await runs.pause(run_id); await runs.resume(run_id)   # at a step boundary, then on
+    await runs.resume(run_id, budget=Budget(cost_usd=2))  # a run over its budget
 
 Decisions by Update need a live worker (it validates them); `decide(..., wait=False)` sends a
 Signal instead, checked when the run applies it. The inbox reads search attributes and memos.
@@ -31,6 +33,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from loopstate.engine.approval import ApprovalRequest, Approve, Deny, Edit, as_decision
+from loopstate.engine.budget import Budget
 from loopstate.engine.errors import DecisionError, LoopstateError, RunNotFound, RunNotResumable
 from loopstate.engine.events import Event
 from loopstate.engine.result import RunResult
@@ -44,8 +47,10 @@ from loopstate.temporal.data import (
     WORKFLOW,
     AbortRequest,
     DecideRequest,
+    PauseRunRequest,
     PendingCall,
     ReplyRequest,
+    ResumeRunRequest,
     RetryRequest,
     RunSettings,
     StartFlow,
@@ -238,6 +243,32 @@ class TemporalRuns:
         `RunNotResumable` if it is not there."""
         try:
             await self._handle(run_id).execute_update("retry", RetryRequest(actor=actor))
+        except WorkflowUpdateFailedError as exc:
+            raise RunNotResumable(_reason(exc)) from None
+        except RPCError as exc:
+            raise _not_found(run_id, exc) from None
+
+    async def pause(self, run_id: str, *, actor: str = "user", wait: bool = True) -> bool:
+        """Ask a running run to stop at its next step boundary (nothing in flight); it rests
+        in `paused` until `resume`. True if it was running; False if it is not (a run that
+        waits for a decision keeps waiting). `wait=False` sends a Signal (no answer)."""
+        request = PauseRunRequest(actor=actor)
+        handle = self._handle(run_id)
+        if not wait:
+            await handle.signal("pause", request)
+            return True
+        return bool(await self._update(run_id, "pause", request, bool))
+
+    async def resume(
+        self, run_id: str, *, budget: Budget | None = None, actor: str = "user"
+    ) -> None:
+        """Continue a run resting in `paused`, or in `budget_exceeded` with `budget` raising
+        the limits it names; `RunNotResumable` (saying which limit) if it cannot go on."""
+        await self._update(run_id, "resume", ResumeRunRequest(actor=actor, budget=budget), None)
+
+    async def _update(self, run_id: str, name: str, request: Any, result_type: Any) -> Any:
+        try:
+            return await self._handle(run_id).execute_update(name, request, result_type=result_type)
         except WorkflowUpdateFailedError as exc:
             raise RunNotResumable(_reason(exc)) from None
         except RPCError as exc:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from loopstate.engine.approval import ApprovalRequest
+from loopstate.engine.budget import Budget
 from loopstate.engine.data import Frozen
 from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.rule import Rule
@@ -126,6 +127,22 @@ class RetryRequest(Frozen):
 
     kind: Literal["retry"] = "retry"
     actor: str = "user"
+
+
+class PauseRunRequest(Frozen):
+    """Ask a running run to stop at its next step boundary (Update or Signal `pause`)."""
+
+    kind: Literal["pause"] = "pause"
+    actor: str = "user"
+
+
+class ResumeRunRequest(Frozen):
+    """Continue a run resting in `paused`, or in `budget_exceeded` with `budget` raising the
+    limits it names (Update `resume`)."""
+
+    kind: Literal["resume"] = "resume"
+    actor: str = "user"
+    budget: Budget | None = None
 
 
 class AbortRequest(Frozen):

@@ -30,6 +30,7 @@ from loopstate.machines.flows.result import FlowResult
 from loopstate.temporal.catalog import served_flow
 from loopstate.temporal.children import ChildWorkflows
 from loopstate.temporal.data import FLOW_WORKFLOW, ReplyRequest, RunSettings, StartFlow
+from loopstate.temporal.pausable import PausableRun
 from loopstate.temporal.ports import (
     ActivityModel,
     ActivityTools,
@@ -38,12 +39,11 @@ from loopstate.temporal.ports import (
     workflow_clock,
 )
 from loopstate.temporal.publish import Publisher
-from loopstate.temporal.runs_base import RunWorkflow
 from loopstate.temporal.workflow import retry_of
 
 
 @workflow.defn(name=FLOW_WORKFLOW, failure_exception_types=[DefinitionError])
-class FlowWorkflow(RunWorkflow):
+class FlowWorkflow(PausableRun):
     """A flow run: `StartFlow` names the served flow; fails at once (not in task retries)
     when the worker serves no flow of that name."""
 
@@ -53,7 +53,9 @@ class FlowWorkflow(RunWorkflow):
         self.start = start
         self.flow = flow
         run_id, now = workflow.info().workflow_id, workflow_clock()
-        state = start.state or flow.opening(start.message, data=start.data, run_id=run_id, now=now)
+        if (state := start.state) is None:  # a new run keeps the flow's budget and rules
+            opened = flow.opening(start.message, data=start.data, run_id=run_id, now=now)
+            state = opened.evolve(budget=flow.options.budget, rules=flow.options.rules)
         self.store = store = WorkflowStore()
         store.state = state
         log = ReplaySafeLog(get_logger())

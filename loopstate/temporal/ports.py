@@ -64,6 +64,8 @@ class WorkflowStore:
         self.children: dict[str, RunState] = {}
         """The run's child runs (and theirs) as they last told it, without their messages:
         what the engine's tree reads (pending calls, usage, a child's outcome)."""
+        self.pause_request: PauseRequest | None = None
+        """A pause asked by the workflow's Update or Signal `pause` (see `limits`)."""
 
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         self.state = state
@@ -123,13 +125,13 @@ class WorkflowStore:
         return None
 
     async def ask_pause(self, run_id: str, *, by: str, now: float) -> None:
-        return None  # a workflow is paused by its Update, not through a store
+        self.pause_request = self.pause_request or PauseRequest(by=by, at=now)
 
     async def pause_asked(self, run_id: str) -> PauseRequest | None:
-        return None
+        return self.pause_request
 
     async def drop_pause(self, run_id: str) -> None:
-        return None
+        self.pause_request = None
 
     async def keep_definition(self, fingerprint: str, body: dict[str, Any]) -> None:
         return None  # a workflow's run is its history; the worker keeps no definitions

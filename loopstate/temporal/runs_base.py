@@ -6,7 +6,10 @@ and keep its child runs (`ChildWorkflows`). Not a workflow itself: each kind dec
 
     run:  drive ──▶ ended            → tell children and parent, return the result
                ├──▶ model_failed      → wait for a retry (Update) or an abort
-               ├──▶ waiting           → publish, wait for a decision, a reply, a child, abort
+               ├──▶ budget_exceeded   → wait for a resume (a raised budget) or an abort
+               ├──▶ waiting           → publish, wait for a decision, a reply, a child, abort,
+               │                        or the earliest deadline (a timer: expiries queued)
+               ├──▶ paused (asked)    → wait for a resume or an abort (see `limits`)
                └──▶ paused (long run) → wait for handlers, continue as new with the state
 """
 
@@ -28,7 +31,14 @@ from loopstate.engine.tree import UsageReport
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import LoopSteps
 from loopstate.temporal.children import ChildWorkflows
-from loopstate.temporal.data import AbortRequest, ChildState, DecideRequest, RetryRequest
+from loopstate.temporal.data import (
+    AbortRequest,
+    ChildState,
+    DecideRequest,
+    ResumeRunRequest,
+    RetryRequest,
+)
+from loopstate.temporal.limits import rests, take_resume, wait_woken
 from loopstate.temporal.ports import WorkflowStore, workflow_clock
 from loopstate.temporal.publish import Publisher
 
@@ -59,7 +69,7 @@ class Boundaries:
         await wf.take_arrived()
         if self.inner.ended():
             return True
-        if wf.pause_due():
+        if wf.pause_due() and wf.store.pause_request is None:  # a pause asked goes first
             wf.paused = True
             return False
         return await self.inner.step()
@@ -81,6 +91,7 @@ class RunWorkflow:
         self.arrived: list[QueuedDecision] = []
         self.abort_request: AbortRequest | None = None
         self.retry_request: RetryRequest | None = None
+        self.resume_request: ResumeRunRequest | None = None
         self.paused = False
         self.first_step = state.steps
         self.children.aborting = lambda: self.abort_request
@@ -103,7 +114,12 @@ class RunWorkflow:
 
     def woken(self) -> bool:
         """Something arrived that the run, waiting, must take."""
-        return bool(self.arrived) or self.abort_request is not None or self.children.changed
+        return (
+            bool(self.arrived)
+            or self.abort_request is not None
+            or self.resume_request is not None
+            or self.children.changed
+        )
 
     async def take_arrived(self) -> None:
         """Apply the decisions that arrived, at a step boundary, through the one decision
@@ -132,6 +148,7 @@ class RunWorkflow:
         else:
             await core.emit(RunResumed(**core.at(), state=core.state.state, recovered=()))
         while True:
+            await take_resume(self)
             self.publish()
             self.children.changed = False
             await core.drive(stepper)
@@ -144,15 +161,14 @@ class RunWorkflow:
                 if self.children.parent is not None:  # a child does not rest: it fails
                     await self.fail_after_model_error()
                     continue
-                await workflow.wait_condition(
-                    lambda: self.retry_request is not None or self.abort_request is not None
-                )
-                await self.after_model_failed()
+                await workflow.wait_condition(self.rest_over)
+                if self.resume_request is None:  # a resume is taken at the loop's top
+                    await self.after_model_failed()
                 continue
             if self.paused:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.carried())
-            await workflow.wait_condition(self.woken)
+            await wait_woken(self)  # or the earliest deadline of its waiting calls
 
     def publish(self) -> None:
         """Status and pending calls for the inbox; a child's calls are listed by its top run."""
@@ -160,8 +176,13 @@ class RunWorkflow:
         self.publisher.publish(self.core.state, pending)
 
     def finished(self) -> bool:
-        """Ended for good (not resting in `model_failed`)."""
-        return self.stepper.ended() and self.core.state.state != AgentLoop.model_failed.id
+        """Ended for good (not resting in `model_failed` or `budget_exceeded`)."""
+        return self.stepper.ended() and not rests(self.core.state)
+
+    def rest_over(self) -> bool:
+        """Someone acted on a resting run: a retry, a resume (raised budget), an abort."""
+        asked = (self.retry_request, self.resume_request, self.abort_request)
+        return any(a is not None for a in asked)
 
     async def after_model_failed(self) -> None:
         """Leave `model_failed` as asked: abort the run, or call the model again."""

@@ -26,12 +26,14 @@ from loopstate.engine.protocol import opening_state
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
 from loopstate.engine.tool import Tool
+from loopstate.machines.agent.agent import Agent
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.resuming import opening_messages
 from loopstate.machines.agent.steps import LoopSteps
 from loopstate.temporal.catalog import served
 from loopstate.temporal.children import ChildWorkflows
 from loopstate.temporal.data import WORKFLOW, StartRun
+from loopstate.temporal.pausable import PausableRun
 from loopstate.temporal.ports import (
     ActivityModel,
     ActivityTools,
@@ -40,11 +42,10 @@ from loopstate.temporal.ports import (
     workflow_clock,
 )
 from loopstate.temporal.publish import Publisher
-from loopstate.temporal.runs_base import RunWorkflow
 
 
 @workflow.defn(name=WORKFLOW, failure_exception_types=[DefinitionError])
-class AgentWorkflow(RunWorkflow):
+class AgentWorkflow(PausableRun):
     """An agent run: `StartRun` names the served agent (or a sub-agent's address); fails at
     once (not in task retries) when the worker serves no agent there."""
 
@@ -53,7 +54,7 @@ class AgentWorkflow(RunWorkflow):
         agent = served(start.agent)
         self.start = start
         settings = start.settings
-        state = start.state or _opening(agent.instructions, start)
+        state = start.state or _opening(agent, start)
         self.store = store = WorkflowStore()
         store.state = state
         log = ReplaySafeLog(get_logger())
@@ -99,16 +100,18 @@ class AgentWorkflow(RunWorkflow):
         return self.start.evolve(prompt="", state=self.core.state, children=known)
 
 
-def _opening(instructions: str | None, start: StartRun) -> RunState:
-    """The run's opening state, as a local agent run opens it."""
-    return opening_state(
+def _opening(agent: Agent, start: StartRun) -> RunState:
+    """The run's opening state, as a local agent run opens it (its budget and rules kept)."""
+    o = agent.options
+    state = opening_state(
         run_id=workflow.info().workflow_id,
         machine="agent",
         machine_version=AgentLoop.machine_version,
-        messages=opening_messages(instructions, start.prompt),
+        messages=opening_messages(agent.instructions, start.prompt),
         now=workflow_clock(),
         parent=start.parent,
     )
+    return state.evolve(budget=o.budget, rules=o.rules)
 
 
 def retry_of(model: object) -> ModelRetry | None:

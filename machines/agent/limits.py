@@ -71,17 +71,15 @@ class LoopLimits:
     async def _call_overrun(self, state: RunState, request: ModelRequest) -> Overrun | None:
         if state.budget is None:
             return None
-        estimate = estimate_call(len(request.model_dump_json()), state.last_call, state.usage)
-        adds = Spent(tokens=estimate.tokens, cost_usd=estimate.cost_usd, model_calls=1)
         spent = await tree_spent(self.loop.config.options.store, state)
-        return overrun(state.budget, spent, adds, "model call")
+        return overrun(state.budget, spent, call_adds(state, request), "model call")
 
     async def _batch_overrun(self, state: RunState) -> Overrun | None:
-        starting = sum(c.status in _STARTING for c in state.batch)
-        if state.budget is None or not starting:
+        adds = batch_adds(state)
+        if state.budget is None or adds is None:
             return None
         spent = await tree_spent(self.loop.config.options.store, state)
-        return overrun(state.budget, spent, Spent(tool_calls=starting), "tool batch")
+        return overrun(state.budget, spent, adds, "tool batch")
 
     async def _stop(self, over: Overrun) -> None:
         loop = self.loop
@@ -91,6 +89,18 @@ class LoopLimits:
         loop.core.log.warning("budget_exceeded", limit=over.limit, before=over.before)
         loop.send(Cause(over.message, "budget"), loop.machine.over_budget)
         await loop.core.save()
+
+
+def call_adds(state: RunState, request: ModelRequest) -> Spent:
+    """What the model call `request` of `state` is expected to add (`estimate_call`)."""
+    estimate = estimate_call(len(request.model_dump_json()), state.last_call, state.usage)
+    return Spent(tokens=estimate.tokens, cost_usd=estimate.cost_usd, model_calls=1)
+
+
+def batch_adds(state: RunState) -> Spent | None:
+    """What the batch's calls that wait to start add (None: none waits)."""
+    starting = sum(c.status in _STARTING for c in state.batch)
+    return Spent(tool_calls=starting) if starting else None
 
 
 def withdrawn(state: RunState) -> RunState:

@@ -1,0 +1,121 @@
+"""The agents `test_temporal_limits` serves: a run to pause mid-loop, approval deadlines, a
+tool-call budget, and rules that forbid and gate.
+
+Models are scripted by step and their final answers quote the last batch's tool results, so
+a test sees what the model saw. Tools write under WORKDIR, so a test counts their effects.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from temporal_agents import Desk
+
+from loopstate import (
+    Agent,
+    Budget,
+    Deny,
+    Escalate,
+    MemoryStore,
+    ModelRequest,
+    Rule,
+    ScriptedModel,
+    tool,
+)
+from loopstate.engine.models.scripted import ScriptItem, call, calls
+from loopstate.machines.flows import Flow, Phase
+
+NO_ETC = Rule(name="no-etc", tools=["write_note"], arguments={"path": "/etc/*"}, forbid=True,
+              reason="system files are off limits")  # fmt: skip
+ASK_LOOKUP = Rule(name="ask-lookup", tools=["lookup"], decision="ask")
+DEADLINE_S = 2.0
+
+
+def answer(request: ModelRequest) -> ScriptItem:
+    """A final answer quoting every tool result of the last batch."""
+    results = []
+    for message in reversed(request.messages):
+        if message.role != "tool":
+            break
+        results.append(str(message.content))
+    return "final: " + " | ".join(reversed(results))
+
+
+def agents(workdir: Path) -> dict[str, Agent | Flow]:
+    """The served agents, their tools writing under `workdir`."""
+
+    @tool(needs_approval=True)
+    def write_note(path: str, text: str) -> str:
+        """Append a line to a note."""
+        with (workdir / Path(path).name).open("a") as f:
+            f.write(text + "\n")
+        return f"appended {text!r} to {path}"
+
+    @tool(needs_approval=True, decide_within=DEADLINE_S, on_expiry=Deny("no answer in time"))
+    def publish(text: str) -> str:
+        """Publish a text (a decision is due within two seconds)."""
+        with (workdir / "published.txt").open("a") as f:
+            f.write(text + "\n")
+        return f"published {text!r}"
+
+    @tool(needs_approval=True, decide_within=1, on_expiry=Escalate(to="lead"))
+    def announce(text: str) -> str:
+        """Publish a text (handed to the lead if no one decides within a second)."""
+        return f"published {text!r}"
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up (read-only); each call counted in WORKDIR/lookups.txt."""
+        with (workdir / "lookups.txt").open("a") as f:
+            f.write(key + "\n")
+        return f"value of {key}"
+
+    @tool(timeout=60)
+    def hold(key: str) -> str:
+        """Write WORKDIR/held, then wait until WORKDIR/release exists (a test pauses the run
+        meanwhile)."""
+        (workdir / "held").write_text(key)
+        while not (workdir / "release").exists():
+            time.sleep(0.02)
+        return f"held {key}"
+
+    def model(*script: object) -> ScriptedModel:
+        return ScriptedModel(list(script), by_step=True)  # type: ignore[arg-type]
+
+    tools = [write_note, publish, announce, lookup, hold]
+
+    def flow(name: str, phase_model: ScriptedModel) -> Flow:
+        """A flow of one model phase with these tools."""
+        return Flow(Desk, {"work": Phase(tools=tools, model=phase_model)}, name=name, store=store)
+
+    store = MemoryStore()
+    look = [call("lookup", {"key": f"k{n}"}, id=f"look_{n}") for n in (1, 2, 3, 4)]
+    held = call("hold", {"key": "h"}, id="hold_1")
+    publishing = call("publish", {"text": "hi"}, id="pub_1")
+    forbidden = calls(
+        call("write_note", {"path": "/etc/passwd", "text": "x"}, id="etc"),
+        call("write_note", {"path": "notes.txt", "text": "y"}, id="notes"),
+    )
+    researcher = Agent(model(look[0], answer), tools, store=store)
+    return {
+        "pausing": Agent(model(look[0], held, look[2], answer), tools, store=store),
+        "deadline": Agent(
+            model(call("publish", {"text": "hi"}, id="pub_1"), answer), tools, store=store
+        ),
+        "escalating": Agent(
+            model(call("announce", {"text": "hi"}, id="ann_1"), answer), tools, store=store
+        ),
+        "budgeted": Agent(model(*look, answer), tools, store=store, budget=Budget(tool_calls=2)),
+        "publishing": flow("publishing", model(publishing, answer)),  # due within two seconds
+        "pausing_flow": flow("pausing_flow", model(look[0], held, look[2], answer)),
+        "treed": Agent(  # its sub-agent's two model calls count toward its budget
+            model(call("research", {"task": "look"}, id="research_1"), answer),
+            [researcher.as_tool(name="research", description="Delegate a task")],
+            store=store,
+            budget=Budget(model_calls=3),
+        ),
+        "ruled": Agent(
+            model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
+        ),
+    }
