@@ -20,6 +20,7 @@ from loopstate.engine.decision_guard import queue_on, quick
 from loopstate.engine.errors import DecisionError, RunBusy, RunNotResumable
 from loopstate.engine.outside import outside_text
 from loopstate.engine.result import RunResult
+from loopstate.engine.rule import stricter
 from loopstate.engine.sanitize import storable_text
 from loopstate.engine.state import ENDED, QueuedDecision, Revocation, RunState, Transition
 from loopstate.engine.store import DEFAULT_LEASE_S, RecordsDecisions, Store, lease_owner, ready
@@ -128,7 +129,8 @@ async def route_decisions(
 ) -> tuple[dict[str, Any] | None, Routed]:
     """Split `decisions` (by call id) given to the run `state` into its own and those for
     calls that wait in runs it delegated to, each checked as `queue_decision` would
-    (`DecisionError` before anything is recorded)."""
+    (`DecisionError` before anything is recorded), with the rules of `state` besides the
+    child's own."""
     if not decisions or not waits_on_child(state):
         return (dict(decisions) if decisions else None), {}
     tree = await run_tree(store, state.run_id)
@@ -141,8 +143,11 @@ async def route_decisions(
         else:
             routed.setdefault(target, {})[call_id] = as_decision(decision)
     for node in tree.walk():
+        # the rules of the run resumed hold below it (they may be stricter than when the
+        # child started): a call they forbid is refused before anything is recorded
+        child = node.state.evolve(rules=stricter(state.rules, node.state.rules))
         for call_id, decision in routed.get(node.state.run_id, {}).items():
-            check_decision(node.state, call_id, decision)
+            check_decision(child, call_id, decision)
     return own, routed
 
 

@@ -8,6 +8,10 @@ An agent's own rules (`Agent(rules=...)`, kept with each run) gate and forbid: a
 category of built-ins, an MCP server's tools, a name pattern); a rule with `forbid=True`
 denies them outright, and no approval can let one run (`check_decision` refuses it, naming
 the rule, whichever door it comes through).
+
+The rules reach down a tree of runs: a sub-agent's run (`Agent.as_tool`) and a flow's agent
+phase's run keep the rules of every run above them with their own (`stricter`), so no
+approval gets a forbidden call run through a child, and a call gated above waits below.
 """
 
 from __future__ import annotations
@@ -108,3 +112,12 @@ def forbidding(
 def gating(rules: Iterable[Rule], request: ApprovalRequest) -> Rule | None:
     """The first rule of `rules` that makes `request` wait for a decision."""
     return next((r for r in rules if r.decision == "ask" and r.matches(request)), None)
+
+
+def stricter(above: Iterable[Rule], own: Iterable[Rule]) -> tuple[Rule, ...]:
+    """The rules a child run keeps: those of the runs above it, then its own (one the runs
+    above already hold is kept once). Every rule holds, so the stricter wins: a call that any
+    of them forbids is denied whoever approves it, one that any of them gates waits for a
+    decision; a child's own rule can add a gate or a ban, never lift one from above."""
+    kept = tuple(above)
+    return kept + tuple(r for r in own if r not in kept)

@@ -9,7 +9,11 @@ parent's call records it before the child starts: a parent resumed after a crash
 the same child, never a second one. The child decides nothing on its own: its gated calls go
 to the top-level approver (the parent run's), a tool that an ancestor gates stays gated in
 the child whatever the child declares, and the child auto-approves only if its ancestors do
-(the stricter policy wins). `run_child` is the one entry point (flows' phases reuse it).
+(the stricter policy wins). The rules of every run above (`Agent(rules=)`, `Flow(rules=)`)
+hold in the child with its own (`rule.stricter`): a call an ancestor's rule forbids is denied
+in the child and no approval through any door lets it run (the child's run keeps the rules,
+so `check_decision` refuses it there), and a call an ancestor's rule gates waits for a
+decision in the child. `run_child` is the one entry point (flows' phases reuse it).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunNotFound
 from loopstate.engine.hooks import Hooks, child_observer
 from loopstate.engine.result import RunResult
+from loopstate.engine.rule import Rule, stricter
 from loopstate.engine.state import CallRecord, ParentLink
 from loopstate.engine.store import Store
 from loopstate.engine.tool import Tool, ToolContext
@@ -94,6 +99,9 @@ class ChildScope:
     """The parent's hooks, told what the child does (`ChildObserver`)."""
     budget: Budget | None = None
     """The parent run's budget: the child keeps it, counted over the whole tree."""
+    rules: tuple[Rule, ...] = ()
+    """The rules of the runs above (the parent run's, which hold its ancestors'): they hold
+    in the child with its own, the stricter wins (`rule.stricter`)."""
 
 
 class ChildRunner(Protocol):
@@ -146,7 +154,8 @@ async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:
 
 
 def under_parent(agent: Agent, scope: ChildScope) -> Agent:
-    """`agent` as a child of `scope`: same store, the top-level approver, stricter gates."""
+    """`agent` as a child of `scope`: same store, the top-level approver, stricter gates and
+    rules."""
     tools = [_stricter(t, scope.gates) for t in agent.tools]
     hooks = agent.options.hooks
     own = list(hooks.hooks) if hooks is not None else []
@@ -158,6 +167,7 @@ def under_parent(agent: Agent, scope: ChildScope) -> Agent:
         auto_approve=scope.auto_approve and bool(agent.options.auto_approve),
         tools=tools,
         budget=scope.budget or agent.options.budget,
+        rules=stricter(scope.rules, agent.options.rules),
     )
 
 
@@ -213,6 +223,7 @@ class Delegations:
             recorder=recorders[0].for_child(call_id, agent.model) if recorders else None,
             observer=child_observer(hooks, run_id),
             budget=self.loop.state.budget,
+            rules=self.loop.state.rules,
         )
 
     def named(self, record: CallRecord) -> CallRecord:

@@ -56,6 +56,7 @@ async def run_phase_agent(
         gates={},
         observer=child_observer(core.hooks, flow.child),
         budget=core.state.budget,
+        rules=core.state.rules,
     )
     parent = ParentLink(run_id=core.state.run_id, phase=bound.name, name=bound.name)
     task = bound.task(flow.data)

@@ -27,6 +27,7 @@ from loopstate.engine.options import RunOptions
 from loopstate.engine.outside import OutsideError, outside, outside_text
 from loopstate.engine.pinning import Judgement
 from loopstate.engine.protocol import Given, RunProtocol, opening_state
+from loopstate.engine.rule import Rule
 from loopstate.engine.run_stream import RunStream
 from loopstate.engine.state import FlowPosition, RunState
 from loopstate.engine.store import DEFAULT_LEASE_S, Store, lease_owner
@@ -62,7 +63,9 @@ class Flow:
     `max_steps` caps the model calls of the whole run, over all its
     phases (a phase's own `max_steps` counts one turn of it): the phase that reaches it ends
     its turn, and the flow ends `failed` with stop reason `max_steps`. `budget` limits each
-    run as `Agent(budget=)` does.
+    run as `Agent(budget=)` does. `rules` gate and forbid calls as `Agent(rules=)` does, in
+    the flow's own phases and in its agent phases' runs and their sub-agents (with each
+    agent's own rules: the stricter wins, see `Rule`).
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class Flow:
         retry: RetryPolicy | None = None,
         log: Any = None,
         budget: Budget | None = None,
+        rules: Sequence[Rule] = (),
         max_steps: int | None = None,
         version: str | None = None,
         on_change: OnChange | Mapping[str, OnChange] | None = None,
