@@ -102,6 +102,9 @@ class ChildScope:
     rules: tuple[Rule, ...] = ()
     """The rules of the runs above (the parent run's, which hold its ancestors'): they hold
     in the child with its own, the stricter wins (`rule.stricter`)."""
+    steps_left: int | None = None
+    """The model calls a flow's step cap leaves the child (`Flow(max_steps=)`, over the
+    flow's tree): its own step limit is at most its calls so far plus these."""
 
 
 class ChildRunner(Protocol):
@@ -124,13 +127,14 @@ async def run_child(
 ) -> ChildOutcome:
     """Start the child run `run_id` of `agent`, or resume it if the store has it (an ended
     child is only read), and report how it stands."""
-    child = under_parent(agent, scope)
     try:
         state = await scope.store.load(run_id)
     except RunNotFound:
+        child = under_parent(agent, scope)
         result = await child.start_child(prompt, run_id=run_id, parent=parent)
     else:
         ended = state.status in ("done", "failed", "aborted")
+        child = under_parent(agent, scope, done=state.steps)
         result = RunResult.of(state) if ended else await child.resume_child(run_id)
     return await child_outcome(scope.store, result)
 
@@ -153,9 +157,10 @@ async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:
             return ChildOutcome(kind="failed", run_id=run_id, output=f"{result.status}: {why}")
 
 
-def under_parent(agent: Agent, scope: ChildScope) -> Agent:
+def under_parent(agent: Agent, scope: ChildScope, *, done: int = 0) -> Agent:
     """`agent` as a child of `scope`: same store, the top-level approver, stricter gates and
-    rules."""
+    rules, and a step limit within what a flow's cap leaves (`done`: the child's calls so
+    far)."""
     tools = [_stricter(t, scope.gates) for t in agent.tools]
     hooks = agent.options.hooks
     own = list(hooks.hooks) if hooks is not None else []
@@ -168,7 +173,16 @@ def under_parent(agent: Agent, scope: ChildScope) -> Agent:
         tools=tools,
         budget=scope.budget or agent.options.budget,
         rules=stricter(scope.rules, agent.options.rules),
+        max_steps=_step_limit(agent, scope, done),
     )
+
+
+def _step_limit(agent: Agent, scope: ChildScope, done: int) -> int:
+    # the agent's own limit, read from its loop's configuration (kept there, not public)
+    own = agent._loop.max_steps
+    if scope.steps_left is None:
+        return own
+    return max(1, min(own, done + scope.steps_left))
 
 
 def _stricter(tool: Tool, gates: Mapping[str, Tool]) -> Tool:

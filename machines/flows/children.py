@@ -41,10 +41,15 @@ def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
 
 
 async def run_phase_agent(
-    core: RunCore, bound: BoundPhase, options: RunOptions, runner: ChildRunner | None = None
+    core: RunCore,
+    bound: BoundPhase,
+    options: RunOptions,
+    runner: ChildRunner | None = None,
+    steps_left: int | None = None,
 ) -> PhaseOutcome:
     """Start or continue `bound`'s child run, named (`FlowPosition.child`) and saved by the
-    flow before it starts, through `runner` (default: `run_child`, in this process)."""
+    flow before it starts, through `runner` (default: `run_child`, in this process);
+    `steps_left`: the model calls the flow's cap leaves it (`Flow(max_steps=)`)."""
     assert bound.agent is not None
     assert core.state.flow is not None
     flow = core.state.flow
@@ -57,6 +62,7 @@ async def run_phase_agent(
         observer=child_observer(core.hooks, flow.child),
         budget=core.state.budget,
         rules=core.state.rules,
+        steps_left=steps_left,
     )
     parent = ParentLink(run_id=core.state.run_id, phase=bound.name, name=bound.name)
     task = bound.task(flow.data)

@@ -35,6 +35,7 @@ from loopstate.machines.flows.machine import FINAL, FlowEvents, gate_of
 from loopstate.machines.flows.phase import BoundPhase, last_error
 from loopstate.machines.flows.prompt import phase_view
 from loopstate.machines.flows.result import FlowDeps
+from loopstate.machines.flows.step_cap import StepCount, cut_by_cap, step_count
 from loopstate.machines.flows.typed import closed_gates, fit, misfit
 from loopstate.machines.table import TransitionTable
 
@@ -72,6 +73,8 @@ class FlowSteps(OnCore):
         self.config = config
         self.machine = cast(FlowEvents, config.table.at(self.flow.phase))
         self._loop: LoopSteps | None = None
+        self._count: StepCount | None = None
+        """The flow's model calls over its tree against its cap (counted at each step)."""
 
     @property
     def flow(self) -> FlowPosition:
@@ -93,6 +96,7 @@ class FlowSteps(OnCore):
     async def step(self) -> bool:
         if self.flow.awaiting_input:
             return False
+        await self._recount()
         bound = self._phase()
         state = self.state
         if bound.agent is not None and state.state not in LOOP_FINAL:
@@ -141,11 +145,15 @@ class FlowSteps(OnCore):
         lands in the data."""
         flow = self.flow
         if flow.child is None:
+            if self._capped():  # no child run starts once the flow's cap is reached
+                return await self._stop_capped(bound)
             child = phase_run_id(self.state.run_id, bound.name, flow.children)
             self._move(child=child, children=(*flow.children, child))
             await self.core.save()
-        config = self.config
-        outcome = await run_phase_agent(self.core, bound, config.options, config.child_runner)
+        config, left = self.config, self._count.left if self._count else None
+        outcome = await run_phase_agent(self.core, bound, config.options, config.child_runner, left)
+        if await self._cut(self.flow.child):
+            return await self._stop_capped(bound)
         if outcome.kind == "suspended":
             self._move(state="awaiting_approval")
             await self.core.save()
@@ -255,19 +263,35 @@ class FlowSteps(OnCore):
         self.state = self.state.evolve(**update)
 
     def _cap(self) -> int:
+        """The flow run's own step limit: what its cap leaves after its child runs' calls."""
+        if self._count is None:
+            return self.state.steps + self._phase().spec.max_steps
+        return self._count.cap - self._count.below
+
+    async def _recount(self) -> None:
         cap = self.config.max_steps
-        return cap if cap is not None else self.state.steps + self._phase().spec.max_steps
+        if cap is not None:
+            self._count = await step_count(self.config.options.store, self.state, cap)
+
+    async def _cut(self, child: str | None) -> bool:
+        """Whether the phase's child run `child` stopped at the flow's cap (recounted)."""
+        await self._recount()
+        if self._count is None or child is None:
+            return False
+        return await cut_by_cap(self.config.options.store, child, self._count)
 
     async def _stop_capped(self, bound: BoundPhase) -> bool:
-        """End the flow at its step cap (`Flow(max_steps=)`), naming where it stopped."""
-        why = f"the flow's max_steps ({self.config.max_steps}) reached in phase {bound.name!r}"
-        self._move(stop_reason="max_steps")
+        """End the flow at its step cap (`Flow(max_steps=)`), naming where it stopped and the
+        model calls counted over its tree."""
+        await self._recount()
+        assert self._count is not None, "only a flow with a cap stops at it"
+        why = self._count.message(bound.name)
+        self._move(stop_reason="max_steps", child=None)
         await self.core.end(self, "fail", Cause(why, "flow"), error=why)
         return True
 
     def _capped(self) -> bool:
-        cap = self.config.max_steps
-        return cap is not None and self.state.steps >= cap
+        return self._count is not None and self._count.reached
 
     def _phase(self) -> BoundPhase:
         return self.config.phases[self.flow.phase]

@@ -61,8 +61,9 @@ class Flow:
     the fields they read (`@reads`), checked here; tools' updates, outputs and the starting
     data must fit it; a gate whose field is absent stays closed (see `machines/flows/typed`).
     `max_steps` caps the model calls of the whole run, over all its
-    phases (a phase's own `max_steps` counts one turn of it): the phase that reaches it ends
-    its turn, and the flow ends `failed` with stop reason `max_steps`. `budget` limits each
+    phases (a phase's own `max_steps` counts one turn of it) and its agent phases' child runs
+    and their sub-agents: the phase that reaches it ends its turn, and the flow ends `failed`
+    with stop reason `max_steps` (see `machines/flows/step_cap`). `budget` limits each
     run as `Agent(budget=)` does. `rules` gate and forbid calls as `Agent(rules=)` does, in
     the flow's own phases and in its agent phases' runs and their sub-agents (with each
     agent's own rules: the stricter wins, see `Rule`).
