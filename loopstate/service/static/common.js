@@ -34,4 +34,33 @@ const ls = {
     return at.toDateString() === new Date().toDateString() ? at.toLocaleTimeString() : at.toLocaleString();
   },
   pretty(value) { return JSON.stringify(value, null, 2); },
+  // A span of seconds as a person reads it: "45 s", "12 min", "2.5 h".
+  span(s) {
+    if (s < 60) return `${Math.round(s)} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min`;
+    return `${(s / 3600).toFixed(1)} h`;
+  },
+  // When a pending call's decision is due (`decide_within`): the time left, or "expired".
+  due(at) {
+    const left = at - Date.now() / 1000;
+    if (left <= 0) return { expired: true, text: `expired ${ls.span(-left)} ago (was due ${ls.clock(at)})` };
+    return { expired: false, text: `due in ${ls.span(left)} (at ${ls.clock(at)})` };
+  },
+  // A deadline's line, kept current each second while it is on the page.
+  deadline(at) {
+    const node = ls.el("div", { class: "deadline", "data-deadline": String(at) });
+    ls.tick(node);
+    return node;
+  },
+  tick(node) {
+    const due = ls.due(Number(node.dataset.deadline));
+    node.textContent = due.text;
+    node.classList.toggle("expired", due.expired);
+  },
+  // Whose decision is due first: soonest deadline first, those without one last.
+  byDeadline(a, b) {
+    const at = (item) => (item.deadline == null ? Infinity : item.deadline);
+    return at(a) - at(b) || (a.requested_at || 0) - (b.requested_at || 0);
+  },
 };
+setInterval(() => { for (const node of document.querySelectorAll(".deadline[data-deadline]")) ls.tick(node); }, 1000);

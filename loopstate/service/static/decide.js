@@ -67,6 +67,7 @@ const decideForm = (() => {
     if (item.request) parts.push(ls.el("div", { class: "request" }, ls.el("span", { class: "label", text: "asked: " }), item.request));
     if (item.description) parts.push(ls.el("div", { class: "description" }, ls.el("span", { class: "label", text: "tool: " }), item.description));
     parts.push(ls.el("div", { class: "why" }, ls.el("span", { class: "label", text: "why it waits: " }), item.reason));
+    if (item.deadline != null) parts.push(ls.deadline(item.deadline));
     if (item.assignee) parts.push(ls.el("div", { class: "meta", text: `assigned to ${item.assignee}` }));
     if (item.metadata && Object.keys(item.metadata).length) {
       parts.push(ls.el("details", {}, ls.el("summary", { text: "gate details" }), ls.el("pre", { text: ls.pretty(item.metadata) })));
@@ -166,9 +167,12 @@ const decideForm = (() => {
     return node;
   }
 
-  // Show `items` in `holder`: a card stays as it is while its call waits (what is typed, its
-  // errors, its focus: nodes that stay are never detached); only new calls get a card.
-  function sync(holder, items, done) {
+  // Show `items` in `holder`, whose decision is due first first (`ls.byDeadline`, as
+  // `loopstate runs pending` lists them): a card stays as it is while its call waits (what is
+  // typed, its errors, its focus: nodes that stay are never detached); only new calls get a
+  // card. A call's deadline never changes while it waits, so kept cards stay in order.
+  function sync(holder, given, done) {
+    const items = [...given].sort(ls.byDeadline);
     const keep = new Map([...holder.querySelectorAll("article")].map((n) => [`${n.dataset.run}/${n.dataset.call}`, n]));
     const wanted = new Set(items.map(key));
     for (const [k, node] of keep) if (!wanted.has(k)) node.remove();
