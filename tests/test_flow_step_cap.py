@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from loopstate import Agent, Budget, DefinitionError, MemoryStore, ScriptedModel, tool
+from loopstate import (
+    Agent,
+    Budget,
+    DefinitionError,
+    MemoryStore,
+    RunNotResumable,
+    ScriptedModel,
+    tool,
+)
 from loopstate.engine.models.scripted import call
 from loopstate.machines.flows import Flow, FlowMachine, Phase
 
@@ -163,3 +171,25 @@ async def test_a_sub_agent_of_an_agent_phase_counts_toward_the_flows_cap() -> No
         "phases and 4 in its agent phases' runs"
     )
     assert len(flow_model.requests) == 1
+
+
+async def test_a_flow_budget_counts_its_agent_phases_run_and_a_raised_one_continues_it() -> None:
+    flow, child_model, flow_model = with_agent_phase(budget=Budget(model_calls=2))
+    stopped = await flow.run("write a report")
+    assert (stopped.status, stopped.phase, len(child_model.requests)) == ("failed", "research", 2)
+    assert stopped.failure is not None
+    assert stopped.failure.budget is not None
+    assert (stopped.failure.budget.limit, stopped.failure.budget.spent.model_calls) == (
+        "model_calls", 2,
+    )  # fmt: skip
+    stored = await flow.store.load(stopped.run_id)
+    assert stored.state == "budget_exceeded"  # resting, as the phase's run does
+    with pytest.raises(RunNotResumable, match="still over its budget"):
+        await flow.resume(stopped.run_id, budget=Budget(model_calls=2))
+    assert (await flow.store.load(stopped.run_id)).state == "budget_exceeded"  # unchanged
+    done = await flow.resume(stopped.run_id, budget=Budget(model_calls=10))
+    assert (done.status, done.phase) == ("done", "done")
+    assert (len(child_model.requests), len(flow_model.requests)) == (3, 2)
+    assert stored.flow is not None
+    (child,) = stored.flow.children  # the same run went on: no second one
+    assert (await flow.store.load(child)).budget == Budget(model_calls=10)

@@ -179,10 +179,11 @@ class Agent:
         """Start the child run `run_id` of a parent (see `as_tool`; flows' phases use it)."""
         return await self._run(prompt, run_id, None, parent)
 
-    async def resume_child(self, run_id: str) -> RunResult:
+    async def resume_child(self, run_id: str, *, budget: Budget | None = None) -> RunResult:
         """Continue the child run `run_id` for its parent (see `as_tool`): only its parent's
-        run resumes a sub-agent's run, so that its gates and approver are the parent's."""
-        return await self._resume(run_id, Given(actor="parent", as_child=True))
+        run resumes a sub-agent's run, so that its gates and approver are the parent's;
+        `budget`: the parent's raised budget, for a child resting in `budget_exceeded`."""
+        return await self._resume(run_id, Given(actor="parent", as_child=True, budget=budget))
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
         """What waits for a decision in the stored run `run_id` and every run it delegated to

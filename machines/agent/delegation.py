@@ -29,11 +29,11 @@ from loopstate.engine.approval import Approver, Gate
 from loopstate.engine.budget import Budget
 from loopstate.engine.core import Cause
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import RunNotFound
+from loopstate.engine.errors import RunNotFound, RunNotResumable
 from loopstate.engine.hooks import Hooks, child_observer
 from loopstate.engine.result import RunResult
 from loopstate.engine.rule import Rule, stricter
-from loopstate.engine.state import CallRecord, ParentLink
+from loopstate.engine.state import CallRecord, ParentLink, RunState
 from loopstate.engine.store import Store
 from loopstate.engine.tool import Tool, ToolContext
 from loopstate.engine.tree import pending_tree
@@ -133,10 +133,22 @@ async def run_child(
         child = under_parent(agent, scope)
         result = await child.start_child(prompt, run_id=run_id, parent=parent)
     else:
-        ended = state.status in ("done", "failed", "aborted")
         child = under_parent(agent, scope, done=state.steps)
-        result = RunResult.of(state) if ended else await child.resume_child(run_id)
+        result = await _continued(child, state, scope)
     return await child_outcome(scope.store, result)
+
+
+async def _continued(child: Agent, state: RunState, scope: ChildScope) -> RunResult:
+    """The stored child run `state` continued, or as it stands if it has ended. One resting
+    at its budget goes on with the parent's (raised) budget; still over it, it stays there."""
+    if state.state == "budget_exceeded":
+        try:
+            return await child.resume_child(state.run_id, budget=scope.budget)
+        except RunNotResumable:
+            return RunResult.of(state)
+    if state.status in ("done", "failed", "aborted"):
+        return RunResult.of(state)
+    return await child.resume_child(state.run_id)
 
 
 async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:

@@ -3,8 +3,12 @@ started or continued through the one entry point sub-agents use (`run_child`), i
 read back typed.
 
     flow run ──phase agent──▶ child run (its own id, tools, audit trail)
-        ▲                        │ done(output) │ suspended │ failed
-        └── data[key] / waits / fails ◀┘
+        ▲                        │ done(output) │ suspended │ failed │ budget_exceeded
+        └── data[key] / waits / fails / rests at the budget ◀┘
+
+A budget is the tree's (`Flow(budget=)`, counted over the flow's run and its child runs): a
+phase's run that would pass it rests in `budget_exceeded`, and so does the flow; the flow
+resumed with a raised budget (`resume(budget=)`) continues the phase's run with it.
 """
 
 from __future__ import annotations
@@ -14,10 +18,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from loopstate.engine.budget import Spent, overrun
 from loopstate.engine.core import RunCore
+from loopstate.engine.errors import RunNotResumable
+from loopstate.engine.failure import RunFailure
 from loopstate.engine.hooks import child_observer
 from loopstate.engine.options import RunOptions
+from loopstate.engine.spending import tree_spent
 from loopstate.engine.state import ParentLink
+from loopstate.engine.store import Store
 from loopstate.machines.agent.delegation import ChildRunner, ChildScope, run_child
 from loopstate.machines.flows.phase import BoundPhase, last_error
 
@@ -26,11 +35,13 @@ from loopstate.machines.flows.phase import BoundPhase, last_error
 class PhaseOutcome:
     """How an agent phase's child run stands: its output (done), or why it failed."""
 
-    kind: Literal["done", "suspended", "failed", "aborted"]
+    kind: Literal["done", "suspended", "failed", "aborted", "over_budget"]
     value: Any = None
     why: str = ""
     actor: str = "system"
     """Who aborted the phase's run (aborted): a person's `Abort` in it aborts the flow."""
+    failure: RunFailure | None = None
+    """Which limit the phase's run stopped at (over_budget)."""
 
 
 def phase_run_id(run_id: str, phase: str, children: tuple[str, ...]) -> str:
@@ -70,12 +81,37 @@ async def run_phase_agent(
     outcome = await run(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
     if outcome.kind == "suspended":
         return PhaseOutcome("suspended")
+    if outcome.kind == "failed" and (resting := await _at_budget(options, outcome.run_id)):
+        return resting
     if outcome.kind in ("failed", "aborted"):
         why = f"its agent's run {outcome.run_id} {outcome.output}"
         return PhaseOutcome(outcome.kind, why=why, actor=outcome.actor)
     if bound.output is None:
         return PhaseOutcome("done", value=outcome.output)
     return await _typed(options, bound, outcome.run_id)
+
+
+async def _at_budget(options: RunOptions, run_id: str) -> PhaseOutcome | None:
+    """The phase's run resting at its budget (`budget_exceeded`), or None."""
+    child = await options.store.load(run_id)
+    if child.state != "budget_exceeded":
+        return None
+    return PhaseOutcome("over_budget", why=child.error or "", failure=child.failure)
+
+
+async def raise_budget(core: RunCore, store: Store, actor: str) -> None:
+    """Leave `budget_exceeded` for the agent phase's run once the flow's (raised) budget
+    lets the step it stopped before start (it goes on with that budget); `RunNotResumable`
+    saying which limit otherwise, with nothing changed."""
+    state = core.state
+    over = state.failure.budget if state.failure is not None else None
+    if over is not None and state.budget is not None:
+        adds = Spent.model_validate({over.limit: over.next})
+        still = overrun(state.budget, await tree_spent(store, state), adds, over.before)
+        if still is not None:
+            raise RunNotResumable(f"run {state.run_id} is still over its budget: {still.message}")
+    core.log.info("budget_raised", actor=actor)
+    core.state = state.evolve(state="idle", error=None, failure=None)
 
 
 async def _typed(options: RunOptions, bound: BoundPhase, run_id: str) -> PhaseOutcome:

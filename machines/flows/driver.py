@@ -158,6 +158,11 @@ class FlowSteps(OnCore):
             self._move(state="awaiting_approval")
             await self.core.save()
             return False
+        if outcome.kind == "over_budget":  # the phase's run rests at the budget: so does the flow
+            update = {"state": "budget_exceeded", "error": outcome.why, "failure": outcome.failure}
+            self.state = self.state.evolve(**update)
+            await self.core.save()
+            return True
         if outcome.kind == "failed":
             error = f"phase {bound.name!r}: {outcome.why}"
             await self.core.end(self, "fail", Cause(error, "flow"), error=error)

@@ -19,6 +19,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import Store
 from loopstate.machines.agent.loop import LOOP_FINAL, AgentLoop
 from loopstate.machines.agent.resuming import resume_loop
+from loopstate.machines.flows.children import raise_budget
 from loopstate.machines.flows.driver import FlowSteps
 from loopstate.machines.flows.machine import FINAL
 from loopstate.machines.flows.pinned import FlowPins
@@ -56,6 +57,8 @@ class FlowKind:
                 given.message, actor="user" if given.actor == "resume" else given.actor
             )
         elif flow.phases[state.phase or ""].agent is not None:
+            if state.state == "budget_exceeded":  # its run goes on with the raised budget
+                await raise_budget(steps.core, flow.store, given.actor)
             await _route(flow.store, state, given.decisions, given.actor, flow.clock)
         elif state.state in _LOOP_STATES:
             return await resume_loop(steps.loop, given)
