@@ -117,6 +117,13 @@ def request_chars(messages: object, tools: object) -> int:
     return len(json.dumps([messages, tools], default=str, separators=(",", ":")))
 
 
+def still_over(budget: Budget, spent: Spent, stopped: Overrun) -> Overrun | None:
+    """Whether the step a run stopped before (`stopped`) would still pass `budget` (a raised
+    one) at `spent`: the limit it stopped at is checked again."""
+    adds = Spent.model_validate({stopped.limit: stopped.next})
+    return overrun(budget, spent, adds, stopped.before)
+
+
 def overrun(
     budget: Budget, spent: Spent, adds: Spent, before: Literal["model call", "tool batch"]
 ) -> Overrun | None:

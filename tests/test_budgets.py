@@ -225,3 +225,29 @@ async def test_a_wall_time_budget_counts_the_time_spent_in_model_calls_and_tools
     assert (over.limit, over.before) == ("wall_s", "tool batch")
     assert over.spent.wall_s >= 1
     assert len(model.requests) == 1
+
+
+async def test_a_sub_agent_at_the_tree_budget_rests_with_its_parent_and_a_raised_one_goes_on() -> (
+    None
+):
+    store, ran = MemoryStore(), []
+    child_model = ScriptedModel([call("lookup", {"key": "a"}), "Found a."])
+    child = Agent(child_model, counting_tools(ran), store=store)
+    helper = child.as_tool(name="helper", description="Finds things.")
+    parent_model = ScriptedModel([call("helper", {"task": "find a"}), "It is a."])
+    parent = Agent(parent_model, [helper], store=store, budget=Budget(model_calls=2))
+    stopped = await parent.run("find a")
+    assert (stopped.status, len(child_model.requests), ran) == ("failed", 1, ["a"])
+    assert overrun_of(stopped).limit == "model_calls"
+    assert overrun_of(stopped).spent.model_calls == 2  # the parent's and its sub-agent's
+    parent_state = await store.load(stopped.run_id)
+    assert parent_state.state == "budget_exceeded"
+    (record,) = parent_state.calls
+    assert record.status == "awaiting"  # waits for its sub-agent's run, which rests too
+    assert (await store.load(record.child_run_id or "")).state == "budget_exceeded"
+    with pytest.raises(RunNotResumable, match="still over its budget"):
+        await parent.resume(stopped.run_id, budget=Budget(model_calls=2))
+    done = await parent.resume(stopped.run_id, budget=Budget(model_calls=10))
+    assert (done.status, done.output) == ("done", "It is a.")
+    assert (len(child_model.requests), ran) == (2, ["a"])  # the same child run went on
+    assert parent_model.requests[1].messages[-1].content == "Found a."

@@ -111,7 +111,7 @@ def test_guards_initial_and_final_states_are_marked(name: str) -> None:
     ]
     if name == "agent":
         assert {g[3] for g in guarded} == {
-                "is_answer", "has_gated_calls", "stop_requested", "has_batch",
+                "is_answer", "has_gated_calls", "stop_requested", "has_batch", "waits_on_child",
             }  # fmt: skip
     for source, target, event, guard in guarded:
         assert re.search(rf"{source} --> {target} : {event} \[.*{guard}", mermaid)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from loopstate.engine.approval import Approver, Gate
-from loopstate.engine.budget import Budget
+from loopstate.engine.budget import Budget, Overrun
 from loopstate.engine.core import Cause
 from loopstate.engine.data import Frozen
 from loopstate.engine.errors import RunNotFound, RunNotResumable
@@ -70,7 +70,7 @@ class AgentTool(Tool):
 class ChildOutcome(Frozen):
     """How a child run stands for its parent's call."""
 
-    kind: Literal["done", "suspended", "failed", "aborted"]
+    kind: Literal["done", "suspended", "failed", "aborted", "over_budget"]
     run_id: str
     output: str = ""
     """The child's answer (done), or why it failed or was aborted."""
@@ -78,6 +78,9 @@ class ChildOutcome(Frozen):
     """Calls waiting for a decision in the child and its own children (suspended)."""
     actor: str = "system"
     """Who aborted it (aborted): a person's `Abort` anywhere in a tree aborts the tree."""
+    overrun: Overrun | None = None
+    """The tree's budget it rests at (over_budget): its parent rests there too, and a resume
+    with a raised budget continues both."""
 
     def abort_cause(self, name: str) -> Cause:
         """Why the run that waited for this aborted child is aborted too."""
@@ -160,6 +163,11 @@ async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:
         case "awaiting_approval":
             pending = len(await pending_tree(store, run_id))
             return ChildOutcome(kind="suspended", run_id=run_id, pending=pending)
+        case "failed" if result.failure is not None and result.failure.budget is not None:
+            over = result.failure.budget  # resting in `budget_exceeded`, not ended
+            return ChildOutcome(
+                kind="over_budget", run_id=run_id, output=over.message, overrun=over
+            )
         case "aborted":
             why = result.stop_reason or "aborted"
             actor = result.transitions[-1].actor if result.transitions else None
@@ -229,6 +237,19 @@ class Delegations:
         self.loop = loop
         self.aborted: Cause | None = None
         """Set when a child run was aborted (a person's `Abort` in it): the loop aborts too."""
+        self.over_budget: Overrun | None = None
+        """Set when a child run rested at the tree's budget: the loop rests there too."""
+
+    async def stopped(self) -> bool:
+        """Whether a child run stops the loop: a person's abort in one aborts the tree; one
+        resting at the tree's budget rests the loop in `budget_exceeded`, its call waiting."""
+        if self.aborted is not None:
+            await self.loop.core.end(self.loop, "abort", self.aborted)
+            return True
+        over, self.over_budget = self.over_budget, None
+        if over is not None:
+            await self.loop.limits.stop(over)
+        return over is not None
 
     def tool(self, name: str) -> AgentTool | None:
         found = self.loop.config.tools.get(name)
@@ -278,6 +299,8 @@ class Delegations:
         )
         if outcome.kind == "aborted" and self.aborted is None:
             self.aborted = outcome.abort_cause(tool.name)
+        if outcome.kind == "over_budget" and self.over_budget is None:
+            self.over_budget = outcome.overrun
         return with_outcome(record, outcome, tool)
 
     async def resumed(self) -> list[CallRecord]:
@@ -306,10 +329,12 @@ def with_outcome(record: CallRecord, outcome: ChildOutcome, tool: Tool) -> CallR
         case "failed" | "aborted":
             text = f"Error: sub-agent {tool.name} (run {outcome.run_id}) {outcome.output}"
             return record.evolve(status="failed", result=truncate(text, tool.max_result_chars))
-        case "suspended":
+        case "suspended" | "over_budget":
             reason = (
                 f"{tool.name} waits: its run {outcome.run_id} has {outcome.pending} "
                 "call(s) to decide"
+                if outcome.kind == "suspended"
+                else f"{tool.name} waits: its run {outcome.run_id} rests at the budget"
             )
             return record.evolve(
                 status="awaiting", reason=reason, external=True, allowed=("abort",)

@@ -4,20 +4,23 @@ tools (`LoopLimits`), and the stop conditions looked at after a batch (`stop_rea
 A call or batch that would start past a limit does not start: the run goes `over_budget` to
 `budget_exceeded` (status `failed`, `failure.budget` says which limit and the counts) with
 nothing in flight, and a resume with a raised budget goes `budget_raised` back to the step
-it stopped before. For a run in a tree (sub-agents), the counts are the tree's.
+it stopped before. For a run in a tree (sub-agents), the counts are the tree's; a sub-agent's
+run that rests at the budget rests its parent too (`Delegations.stopped`), and the parent's
+`budget_raised` goes back to `awaiting_approval`, where the child goes on with the raised budget.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loopstate.engine.budget import Overrun, Spent, estimate_call, overrun
+from loopstate.engine.budget import Overrun, Spent, estimate_call, overrun, still_over
 from loopstate.engine.core import Cause
 from loopstate.engine.errors import RunNotResumable
 from loopstate.engine.failure import RunFailure
 from loopstate.engine.model import ModelRequest
 from loopstate.engine.spending import tree_spent
 from loopstate.engine.state import RunState
+from loopstate.engine.tree import delegated
 
 if TYPE_CHECKING:
     from loopstate.machines.agent.steps import LoopConfig, LoopSteps
@@ -36,7 +39,7 @@ class LoopLimits:
         """Stop before the model call `request` if it would pass the budget (True: stopped)."""
         over = await self._call_overrun(self.loop.state, request)
         if over is not None:
-            await self._stop(over)
+            await self.stop(over)
         return over is not None
 
     async def before_batch(self) -> bool:
@@ -48,7 +51,7 @@ class LoopLimits:
         over = await self._batch_overrun(waiting)
         if over is not None:
             self.loop.state = waiting
-            await self._stop(over)
+            await self.stop(over)
         return over is not None
 
     async def raised(self, *, actor: str) -> None:
@@ -57,15 +60,20 @@ class LoopLimits:
         loop = self.loop
         state, config = loop.state, loop.config
         batch = has_batch(state)
+        child = not batch and any(map(delegated, state.batch))
         if batch:
             over = await self._batch_overrun(withdrawn(state))
+        elif child:  # a sub-agent's run rested at the budget: its step is checked again
+            over = await self._child_overrun(state)
         else:
             request = loop.model_call.request(state, config.view, config.tool_choice)
             over = await self._call_overrun(state, request)
         if over is not None:
             raise RunNotResumable(f"run {state.run_id} is still over its budget: {over.message}")
         loop.state = loop.state.evolve(error=None, failure=None)
-        loop.send(Cause("budget raised", actor), loop.machine.budget_raised, batch=batch)
+        loop.send(
+            Cause("budget raised", actor), loop.machine.budget_raised, batch=batch, child=child
+        )
         await loop.core.save()
 
     async def _call_overrun(self, state: RunState, request: ModelRequest) -> Overrun | None:
@@ -74,6 +82,14 @@ class LoopLimits:
         spent = await tree_spent(self.loop.config.options.store, state)
         return overrun(state.budget, spent, call_adds(state, request), "model call")
 
+    async def _child_overrun(self, state: RunState) -> Overrun | None:
+        stopped = state.failure.budget if state.failure is not None else None
+        if state.budget is None or stopped is None:
+            return None
+        return still_over(
+            state.budget, await tree_spent(self.loop.config.options.store, state), stopped
+        )
+
     async def _batch_overrun(self, state: RunState) -> Overrun | None:
         adds = batch_adds(state)
         if state.budget is None or adds is None:
@@ -81,7 +97,9 @@ class LoopLimits:
         spent = await tree_spent(self.loop.config.options.store, state)
         return overrun(state.budget, spent, adds, "tool batch")
 
-    async def _stop(self, over: Overrun) -> None:
+    async def stop(self, over: Overrun) -> None:
+        """Rest in `budget_exceeded` at `over` (the loop's own limit, or a sub-agent's run
+        that rested at the tree's budget while the batch waited for it)."""
         loop = self.loop
         error = f"BudgetExceeded: {over.message}"
         failure = RunFailure(error=error, budget=over)

@@ -30,7 +30,8 @@ class AgentLoop(StateChart[Any]):
     - `over_budget`: the next model call or batch of tools would pass the run's `Budget`; it
       does not start, and the run rests in `budget_exceeded` (status `failed`) until
       `budget_raised` (a resume with a raised budget) goes back to the step it stopped
-      before: `batch` says a batch of tools waits to run.
+      before: `batch` says a batch of tools waits to run, `child` that the batch waits for a
+      sub-agent's run that rested at the tree's budget (from `awaiting_approval` too).
     - `expired`: as `decided`, when a call's approval deadline passed and its `on_expiry`
       decided it (`@tool(decide_within=...)`, applied by the worker or `serve`).
     - `pause`: someone asked the run to stop at its next step boundary (`Agent.pause`); it
@@ -72,9 +73,15 @@ class AgentLoop(StateChart[Any]):
     retry = model_failed.to(thinking)
     pause = thinking.to(paused) | executing_tool.to(paused)
     unpause = paused.to(executing_tool, cond="has_batch") | paused.to(thinking)
-    over_budget = thinking.to(budget_exceeded) | executing_tool.to(budget_exceeded)
-    budget_raised = budget_exceeded.to(executing_tool, cond="has_batch") | budget_exceeded.to(
-        thinking
+    over_budget = (
+        thinking.to(budget_exceeded)
+        | executing_tool.to(budget_exceeded)
+        | awaiting_approval.to(budget_exceeded)  # a sub-agent's run rests at the budget
+    )
+    budget_raised = (
+        budget_exceeded.to(executing_tool, cond="has_batch")
+        | budget_exceeded.to(awaiting_approval, cond="waits_on_child")
+        | budget_exceeded.to(thinking)
     )
     abort = (
         idle.to(aborted)
@@ -103,6 +110,9 @@ class AgentLoop(StateChart[Any]):
 
     def has_batch(self, batch: bool) -> bool:
         return batch
+
+    def waits_on_child(self, child: bool = False) -> bool:
+        return child
 
     def stop_requested(self, stop: str | None = None) -> bool:
         return stop is not None
@@ -133,7 +143,7 @@ class AgentEvents(Protocol):
     def pause(self) -> Any: ...
     def unpause(self, *, batch: bool) -> Any: ...
     def over_budget(self) -> Any: ...
-    def budget_raised(self, *, batch: bool) -> Any: ...
+    def budget_raised(self, *, batch: bool, child: bool = False) -> Any: ...
     def abort(self) -> Any: ...
     def fail(self) -> Any: ...
 

@@ -202,8 +202,7 @@ class LoopSteps(OnCore):
         decided, or wait (False) for decisions from outside."""
         for finished in await self.delegations.resumed():
             self.state = self.state.replace_call(finished)
-        if self.delegations.aborted is not None:  # a person aborted a sub-agent: the tree ends
-            await self.core.end(self, "abort", self.delegations.aborted)
+        if await self.delegations.stopped():  # a sub-agent's abort, or its rest at the budget
             return True
         if remembered := self.decisions.remembered(self.state):
             await self.decide(remembered, actor="remembered")
@@ -322,8 +321,7 @@ class LoopSteps(OnCore):
             async with asyncio.TaskGroup() as group:
                 for record in running:
                     group.create_task(self._run_call(record))
-        if self.delegations.aborted is not None:  # a person aborted a sub-agent: the tree ends
-            await self.core.end(self, "abort", self.delegations.aborted)
+        if await self.delegations.stopped():  # a sub-agent's abort, or its rest at the budget
             return True
         if any(c.status == "awaiting" for c in self.state.batch):  # a sub-agent waits
             self.send(Cause("a sub-agent waits for decisions", "system"), self.machine.reapprove)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from loopstate.engine.budget import Spent, overrun
+from loopstate.engine.budget import still_over
 from loopstate.engine.core import RunCore
 from loopstate.engine.errors import RunNotResumable
 from loopstate.engine.failure import RunFailure
@@ -81,11 +81,14 @@ async def run_phase_agent(
     outcome = await run(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
     if outcome.kind == "suspended":
         return PhaseOutcome("suspended")
-    if outcome.kind == "failed" and (resting := await _at_budget(options, outcome.run_id)):
-        return resting
-    if outcome.kind in ("failed", "aborted"):
+    resting = outcome.kind in ("failed", "over_budget")  # (a child workflow's rest: failed)
+    if resting and (at_budget := await _at_budget(options, outcome.run_id)) is not None:
+        return at_budget
+    if outcome.kind in ("failed", "aborted", "over_budget"):
         why = f"its agent's run {outcome.run_id} {outcome.output}"
-        return PhaseOutcome(outcome.kind, why=why, actor=outcome.actor)
+        if outcome.kind == "aborted":
+            return PhaseOutcome("aborted", why=why, actor=outcome.actor)
+        return PhaseOutcome("failed", why=why)
     if bound.output is None:
         return PhaseOutcome("done", value=outcome.output)
     return await _typed(options, bound, outcome.run_id)
@@ -106,8 +109,7 @@ async def raise_budget(core: RunCore, store: Store, actor: str) -> None:
     state = core.state
     over = state.failure.budget if state.failure is not None else None
     if over is not None and state.budget is not None:
-        adds = Spent.model_validate({over.limit: over.next})
-        still = overrun(state.budget, await tree_spent(store, state), adds, over.before)
+        still = still_over(state.budget, await tree_spent(store, state), over)
         if still is not None:
             raise RunNotResumable(f"run {state.run_id} is still over its budget: {still.message}")
     core.log.info("budget_raised", actor=actor)
