@@ -251,3 +251,25 @@ async def test_a_sub_agent_at_the_tree_budget_rests_with_its_parent_and_a_raised
     assert (done.status, done.output) == ("done", "It is a.")
     assert (len(child_model.requests), ran) == (2, ["a"])  # the same child run went on
     assert parent_model.requests[1].messages[-1].content == "Found a."
+
+
+async def test_a_sub_agent_that_reaches_a_raised_budget_again_rests_its_parent_again() -> None:
+    store, ran = MemoryStore(), []
+    child_model = ScriptedModel(
+        [call("lookup", {"key": "a"}), call("lookup", {"key": "b"}), "Found a and b."]
+    )
+    helper = Agent(child_model, counting_tools(ran), store=store)
+    parent_model = ScriptedModel([call("helper", {"task": "find a, b"}), "a and b."])
+    tools = [helper.as_tool(name="helper", description="Finds things.")]
+    parent = Agent(parent_model, tools, store=store, budget=Budget(model_calls=2))
+    stopped = await parent.run("find a and b")
+    again = await parent.resume(stopped.run_id, budget=Budget(model_calls=3))
+    assert (again.status, ran) == ("failed", ["a", "b"])  # the child's next call would pass 3
+    assert overrun_of(again).spent.model_calls == 3
+    last = again.transitions[-1]
+    assert (last.source, last.event, last.target) == (
+        "awaiting_approval", "over_budget", "budget_exceeded",
+    )  # fmt: skip
+    done = await parent.resume(stopped.run_id, budget=Budget(model_calls=10))
+    assert (done.status, done.output, ran) == ("done", "a and b.", ["a", "b"])
+    assert len(child_model.requests) == 3
