@@ -80,7 +80,9 @@ class ChildOutcome(Frozen):
     """Who aborted it (aborted): a person's `Abort` anywhere in a tree aborts the tree."""
     overrun: Overrun | None = None
     """The tree's budget it rests at (over_budget): its parent rests there too, and a resume
-    with a raised budget continues both."""
+    with a raised budget continues both. `run_child` reports it; a Temporal child workflow
+    resting at the budget is still reported `failed` (its budget cannot be raised from its
+    parent yet)."""
 
     def abort_cause(self, name: str) -> Cause:
         """Why the run that waited for this aborted child is aborted too."""
@@ -138,6 +140,9 @@ async def run_child(
     else:
         child = under_parent(agent, scope, done=state.steps)
         result = await _continued(child, state, scope)
+    over = result.failure.budget if result.failure is not None else None
+    if result.status == "failed" and over is not None:  # resting in `budget_exceeded`
+        return ChildOutcome(kind="over_budget", run_id=run_id, output=over.message, overrun=over)
     return await child_outcome(scope.store, result)
 
 
@@ -163,11 +168,6 @@ async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:
         case "awaiting_approval":
             pending = len(await pending_tree(store, run_id))
             return ChildOutcome(kind="suspended", run_id=run_id, pending=pending)
-        case "failed" if result.failure is not None and result.failure.budget is not None:
-            over = result.failure.budget  # resting in `budget_exceeded`, not ended
-            return ChildOutcome(
-                kind="over_budget", run_id=run_id, output=over.message, overrun=over
-            )
         case "aborted":
             why = result.stop_reason or "aborted"
             actor = result.transitions[-1].actor if result.transitions else None
