@@ -167,9 +167,11 @@ class Agent:
         in the parent's store (its own id, tools, audit trail and diagram), given the task the
         parent's model wrote. Its gated calls go to the parent run's approver (its own
         `approver` is not used, and it auto-approves only if the parent does); a tool the
-        parent gates stays gated in the child. If a call is left undecided the child and the
-        parent suspend together: the parent's `pending` lists the child's calls, and a
-        decision for one given to the parent (`resume`, `loopstate approve`) is routed to it.
+        parent gates stays gated in the child, and the parent's `rules` hold in it with its
+        own (the stricter wins: no approval runs a call either forbids). If a call is left
+        undecided the child and the parent suspend together: the parent's `pending` lists the
+        child's calls, and a decision for one given to the parent (`resume`, `loopstate
+        approve`) is routed to it.
         The child's answer is the call's result; with `direct_return=True` it ends the
         parent run as its output, with no further model call. A child that fails or is
         aborted is a failed call. See `usage` for usage rolled up over the tree."""
