@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import test_store_contract as contract
+import support.stores as stores
 from support.cli import loopstate
-from test_store_contract import corrupt, suspended_agent
+from support.stores import corrupt, suspended_agent
 
 from loopstate import Approve, MemoryStore, Store
 from loopstate.engine.operations import queue_decision
@@ -21,8 +21,8 @@ from loopstate.engine.store import Pruned
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.engine.stores.sqlite_schema import DB_VERSION
 
-handles = contract.handles  # the fixtures: memory, SQLite and PostgreSQL stores
-store = contract.store
+handles = stores.handles  # the fixtures: memory, SQLite and PostgreSQL stores
+store = stores.store
 
 
 async def test_every_write_of_a_run_is_logged_in_order_with_a_growing_id(store) -> None:
