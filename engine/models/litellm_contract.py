@@ -91,6 +91,25 @@ def stream_iterator(config: Any, provider: str, lines: Any) -> Any:
     )
 
 
+def anthropic_turns(config: Any, model: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Anthropic's `messages` and `system` of plain OpenAI-format `messages` (text and tool
+    messages, a leading system run): what the config's `transform_request` makes of them.
+
+    Borrowed: `litellm.litellm_core_utils.prompt_templates.factory.anthropic_messages_pt`,
+    which that transform calls for the turns (beside the config's `translate_system_message`
+    for the system run). The transform around it costs ~2 ms a call in model lookups and
+    parameter mapping that a plain history does not use; `ProviderPath` checks each shape's
+    first request against litellm's whole transform.
+    """
+    from litellm.litellm_core_utils.prompt_templates.factory import anthropic_messages_pt
+
+    lead = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    rest: Any = messages[lead:]
+    turns = anthropic_messages_pt(messages=rest, model=model, llm_provider="anthropic")
+    system = config.translate_system_message(messages=messages[:lead])
+    return {"messages": turns, "system": system or None}
+
+
 def output_limit_reply(response: Any, body: dict[str, Any]) -> dict[str, Any] | None:
     """The reply litellm makes of an OpenAI 400 saying the output budget fits no token (an
     empty reply cut at `length`, the prompt's tokens estimated), as JSON; None for any other.

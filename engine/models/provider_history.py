@@ -1,5 +1,6 @@
 """A history's fields of a provider request (`messages`; Anthropic's `system`), made by the
-config's `transform_request` of only what the history gained since its last call.
+config's `transform_request` (Anthropic's: `litellm_contract.anthropic_turns`) of only what the
+history gained since its last call.
 
 litellm transforms the plain messages admitted here (text and tool messages; None fields
 dropped as its `validate_and_fix_openai_messages` drops them) one by one for OpenAI-compatible
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopstate.engine.messages import Message, Origin
+from loopstate.engine.models.litellm_contract import anthropic_turns
 from loopstate.engine.models.wire import provider_messages
 
 KEPT = 64
@@ -123,6 +125,8 @@ class Histories:
         return {"messages": [*turns, *tail["messages"]], "system": tail.get("system")}
 
     def _transform(self, model: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if self._rounds:
+            return anthropic_turns(self._config, model, messages)
         made: dict[str, Any] = self._config.transform_request(
             model=model, messages=messages, optional_params={}, litellm_params={}, headers={}
         )

@@ -134,7 +134,9 @@ class Template:
     compact: bool
     """Encoded as httpx and the OpenAI SDK encode JSON (else as litellm's `json.dumps`)."""
 
-    def build(self, client: httpx.AsyncClient, fields: dict[str, Any]) -> httpx.Request:
+    def build(
+        self, client: httpx.AsyncClient, fields: dict[str, Any]
+    ) -> tuple[httpx.Request, dict[str, Any]]:
         body = {k: fields.get(k, v) for k, v in self.body.items()}
         content = encoded(body, compact=self.compact)
         headers = [
@@ -147,7 +149,7 @@ class Template:
             extensions=dict(self.request.extensions),
         )  # fmt: skip
         client.cookies.set_cookie_header(request)  # the pool's cookies as they are now
-        return request
+        return request, body
 
 
 def encoded(body: dict[str, Any], *, compact: bool) -> bytes:
@@ -246,8 +248,10 @@ class ProviderPath:
             self._histories = Histories(self.contract(), self.provider == "anthropic")
         return self._histories
 
-    def _request(self, request: ModelRequest, streamed: bool) -> httpx.Request | None:
-        """The call's request, or None: it must go through litellm."""
+    def _request(
+        self, request: ModelRequest, streamed: bool
+    ) -> tuple[httpx.Request, dict[str, Any]] | None:
+        """The call's request and its body, or None: it must go through litellm."""
         template = self._templates.get(_shape(request, streamed))
         if template is None or template.tools != request.tools or not self._admits(request):
             return None
@@ -263,10 +267,10 @@ class ProviderPath:
         self, request: ModelRequest, origin: Origin, name: str
     ) -> ModelResponse | None:
         """The call's reply, or None: it must go through litellm."""
-        sending = self._request(request, streamed=False)
-        if sending is None:
+        made = self._request(request, streamed=False)
+        if made is None:
             return None
-        body = json.loads(sending.content)
+        sending, body = made
         response = await self.send(sending, stream=False, body=body)
         return self._read(response, body, origin)
 
@@ -274,13 +278,12 @@ class ProviderPath:
         self, request: ModelRequest, origin: Origin, listener: DeltaListener, stall_s: float
     ) -> ModelResponse | None:
         """The streamed reply, or None: it must go through litellm."""
-        sending = self._request(request, streamed=True)
-        if sending is None:
+        made = self._request(request, streamed=True)
+        if made is None:
             return None
         from loopstate.engine.models.provider_stream import stream_reply
 
-        body = json.loads(sending.content)
-        return await stream_reply(self, sending, body, origin, listener, stall_s)
+        return await stream_reply(self, *made, origin, listener, stall_s)
 
     async def send(
         self, request: httpx.Request, *, stream: bool, body: dict[str, Any] | None = None
