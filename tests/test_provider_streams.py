@@ -20,6 +20,7 @@ from thin_support import Counting, same_outcome, wire
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Message, ToolMessage, UserMessage
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
+from loopstate.engine.models import provider_path
 from loopstate.engine.models.litellm import LiteLLMModel
 
 ANTHROPIC = "anthropic/claude-sonnet-4-5"
@@ -49,6 +50,7 @@ def anthropic_stream(body: dict[str, Any], *, finish: bool = True) -> Reply:
 
 
 Outcome = tuple[ModelResponse | ModelError, list[Any]]
+LAST: dict[bool, LiteLLMModel] = {}
 
 
 async def _streams(
@@ -60,6 +62,7 @@ async def _streams(
     with serve(*replies) as server, Counting() as counting:
         base = server.url if name.startswith("anthropic/") else server.openai_base
         model = LiteLLMModel(name, api_base=base, api_key="k", direct=direct, stall_s=5.0)
+        LAST[direct] = model  # its fast path lives while it does
         history: list[Message] = [UserMessage(content="Summarise, ünïcode ✓.")]
         for _ in replies:
             listener = Listener()
@@ -106,6 +109,69 @@ async def test_anthropic_streams_of_thinking_text_and_tool_uses_are_litellms() -
     last = fast[-1][0]
     assert isinstance(last, ModelResponse)
     assert last.message.content == "All read, ünïcode ✓."
+
+
+def _tool_use(call_id: str, given: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "read_file", "input": given}
+
+
+def anthropic_reply(*content: dict[str, Any], stop: str = "tool_use") -> dict[str, Any]:
+    """A reply as Anthropic now streams them: zero cache counts and the tier in its usage."""
+    usage = {"input_tokens": 472, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+             "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+             "output_tokens": 89, "service_tier": "standard"}  # fmt: skip
+    return {**pr.anthropic_text(""), "content": list(content), "stop_reason": stop, "usage": usage}
+
+
+def whole_usage(reply: Reply) -> Reply:
+    """`message_delta` carrying the whole usage (input and cache counts too), as the API's
+    newer streams do."""
+    events = [e.replace(b'"usage": {"output_tokens": 89}', b'"usage": {"input_tokens": 472, '
+                        b'"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, '
+                        b'"output_tokens": 89}') for e in reply.events]  # fmt: skip
+    assert events != list(reply.events)
+    return Reply(events=tuple(events))
+
+
+def bare_tool_use(reply: Reply, *, keep_empty: bool = False) -> Reply:
+    """A tool use streamed with no `input_json_delta` (a tool without arguments), or with
+    only its first, empty one."""
+    empty = b'"partial_json": ""}'
+    return Reply(events=tuple(
+        e for e in reply.events if b"input_json_delta" not in e or (keep_empty and empty in e)
+    ))  # fmt: skip
+
+
+async def test_plain_anthropic_streams_are_read_directly_as_litellm_reads_them() -> None:
+    text = {"type": "text", "text": "Reading both, ünïcode ✓."}
+    two = anthropic_reply(
+        _tool_use("toolu_01B", {"path": "b.md"}), _tool_use("toolu_01C", {"path": "c.md"})
+    )
+    no_input = anthropic_stream(anthropic_reply(_tool_use("toolu_01D", {})))
+    replies = [
+        anthropic_stream(anthropic_reply(text, stop="end_turn")),
+        anthropic_stream(anthropic_reply(text, _tool_use("toolu_01A", {"path": "a.md"}))),
+        whole_usage(anthropic_stream(two)),
+        bare_tool_use(no_input, keep_empty=True),
+        bare_tool_use(anthropic_stream(anthropic_reply(_tool_use("toolu_01E", {})))),
+        anthropic_stream(anthropic_reply(text, stop="max_tokens")),
+        anthropic_stream(anthropic_reply(text, stop="stop_sequence")),
+    ]
+    fast = await _compare(ANTHROPIC, replies)
+    (path,) = [p for p in provider_path._PATHS.values() if p.provider == "anthropic"]
+    assert path.learned[("stream", "claude-sonnet-4-5")] is not None  # read directly
+    calls = fast[2][0]
+    assert isinstance(calls, ModelResponse)
+    assert [c.id for c in calls.message.calls] == ["toolu_01B", "toolu_01C"]
+    assert calls.usage.cost_usd
+    assert calls.usage.prompt_tokens == 472
+    empty = fast[3]
+    assert isinstance(empty[0], ModelResponse)
+    assert empty[0].message.calls[0].function.arguments == "{}"
+    assert empty[1][-1] == ("call", 0, None, None, "{}")  # litellm's, for empty input
+    bare = fast[4][0]
+    assert isinstance(bare, ModelResponse)
+    assert bare.message.calls[0].id == "toolu_01E"
 
 
 ANTHROPIC_ERRORS = {

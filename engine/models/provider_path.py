@@ -182,7 +182,7 @@ class ProviderPath:
         """An HTTP client's pool belongs to the event loop that opened it."""
         self._name = name
         self.provider = origin.provider
-        self._settings = settings
+        self.settings = settings
         self.handler: Any
         """Handed to `acompletion` as its `client`: litellm's handler over our transport (its
         client keeps no cookies); for `openai/`, an `AsyncOpenAI` over a client like the one
@@ -215,7 +215,7 @@ class ProviderPath:
         return recording()
 
     def _admits(self, request: ModelRequest) -> bool:
-        return eligible(self.litellm, self._settings) and all(
+        return eligible(self.litellm, self.settings) and all(
             _TOOL_NAME.match(t.name) for t in request.tools
         )
 
@@ -339,7 +339,7 @@ class ProviderPath:
             model=body["model"], raw_response=response,
             model_response=self.litellm.ModelResponse(), logging_obj=_NoLogging(),
             request_data=body, messages=body["messages"], optional_params=optional,
-            litellm_params={}, encoding=None, api_key=self._settings.get("api_key"),
+            litellm_params={}, encoding=None, api_key=self.settings.get("api_key"),
             json_mode=False,
         )  # fmt: skip
         read = read_reply(raw, origin, cost=self.cost(raw, response.headers), response_id=reply_id)

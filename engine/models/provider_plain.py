@@ -334,3 +334,74 @@ class PlainStream:
             message=_message(content, calls, origin), usage=usage,
             model=model, finish_reason=finish, response_id=self.reply_id,
         )  # fmt: skip
+
+
+class AnthropicStream(PlainStream):
+    """A plain Anthropic stream read event by event, with the deltas litellm's iterator gives
+    its events (`take`: None for an event it has no reading of: an error, a server tool, a
+    citation). Thinking is read (no deltas) but makes the reply litellm's to assemble."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain = True
+        self._block: tuple[str, list[str] | None] = ("", None)  # its type, a tool's parts
+
+    def take(self, event: Any) -> list[tuple[Any, ...]] | None:
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            self.reply_id = event["message"].get("id")
+            self.texts.append("")  # every chunk of litellm's carries a text, if empty
+            return self._usage(event["message"].get("usage"))
+        if kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            return self._start(event["content_block"])
+        if kind == "content_block_delta" and isinstance(event.get("delta"), dict):
+            return self._delta(event["delta"])
+        if kind == "content_block_stop":
+            (block, parts), self._block = self._block, ("", None)
+            if block == "tool_use" and parts is not None and not "".join(parts):
+                self.plain = self.plain and bool(parts)  # no delta at all: litellm's reading
+                parts.append("{}")
+                return [("call", len(self.calls) - 1, None, None, "{}")] if len(parts) > 1 else []
+            return []
+        if kind == "message_delta" and isinstance(event.get("delta"), dict):
+            finish = _ANTHROPIC_FINISH.get(str(event["delta"].get("stop_reason")))
+            self.plain = self.plain and finish is not None
+            self.finish = finish or "other"
+            return self._usage(event.get("usage", {}))
+        return [] if kind in ("ping", "message_stop") else None
+
+    def _usage(self, usage: Any) -> list[tuple[Any, ...]] | None:
+        if not isinstance(usage, dict):
+            return None
+        self.usage = {**(self.usage or {}), **usage}
+        return []
+
+    def _start(self, block: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+        kind, text = block.get("type"), block.get("text")
+        if kind == "text" and type(text) is str:
+            self._block = ("text", None)
+            self.texts.append(text)
+            return [("text", text)] if text else []
+        if kind == "tool_use" and type(block.get("id")) is type(block.get("name")) is str:
+            self._block = ("tool_use", [])
+            index = len(self.calls)
+            self.calls[index] = [block["id"], block["name"], self._block[1]]
+            return [("call", index, block["id"] or None, block["name"] or None, "")]
+        if kind in ("thinking", "redacted_thinking"):
+            self._block, self.plain = ("thinking", None), False
+            return []
+        return None
+
+    def _delta(self, delta: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+        kind, (block, parts) = delta.get("type"), self._block
+        text = delta.get("text", delta.get("partial_json"))
+        if kind == "text_delta" and block == "text" and type(text) is str:
+            self.texts.append(text)
+            return [("text", text)] if text else []
+        if kind == "input_json_delta" and parts is not None and type(text) is str:
+            parts.append(text)
+            return [("call", len(self.calls) - 1, None, None, text)]
+        return [] if kind in ("thinking_delta", "signature_delta") and block == "thinking" else None
+
+    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
+        return super().reply(rates, origin, model) if self.plain else None
