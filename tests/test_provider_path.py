@@ -52,6 +52,7 @@ PROVIDERS: dict[str, tuple[str, Replies]] = {
     ),
 }
 STEPS = 4
+LAST: dict[bool, LiteLLMModel] = {}
 
 
 async def _run(
@@ -61,6 +62,7 @@ async def _run(
     out: list[ModelResponse | ModelError] = []
     with serve(*replies) as server, Counting() as counting:
         model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", direct=direct)
+        LAST[direct] = model  # its fast path lives while it does
         history: list[Message] = [UserMessage(content="Summarise, ünïcode ✓.")]
         for _ in replies:
             try:
@@ -97,6 +99,26 @@ async def test_reasoning_cached_tokens_and_cost_come_through_the_fast_path() -> 
     assert (later.usage.cached_tokens, later.usage.reasoning_tokens) == (64, 50)
     assert later.usage.cost_usd
     assert later.usage.cost_known
+
+
+def _gemini(n: int) -> dict[str, Any]:
+    signed = pr.gemini_call(f"a{n}.md", signature="CsYBAX==" if n % 2 else None)
+    return pr.gemini_compat(signed, pr.gemini_call(f"b{n}.md"), text=f"Reading {n}." * (n % 2))
+
+
+async def test_gemini_compatible_replies_are_read_directly_as_litellm_reads_them() -> None:
+    """Calls without ids, with a thought signature (`extra_content`) or none, beside text."""
+    replies = [raw_reply(_gemini(n)) for n in range(STEPS)]
+    own_wire, own, _ = await _run("openai/gemini-2.5-flash", replies, direct=False)
+    fast_wire, fast, reached = await _run("openai/gemini-2.5-flash", replies, direct=True)
+    assert (reached, fast_wire, fast) == (1, own_wire, own)
+    (path,) = [p for p in provider_path._PATHS.values() if p.provider == "openai"]
+    assert path.learned[("gemini-2.5-flash", None)] is not None  # read directly
+    later = fast[-1]
+    assert isinstance(later, ModelResponse)
+    assert later.message.calls[0].provider_fields == {
+        "extra_content": {"google": {"thought_signature": "CsYBAX=="}}
+    }
 
 
 ERRORS = {

@@ -33,6 +33,8 @@ _TOP = frozenset(
      "x_groq"}  # Groq's request id, which litellm's reading drops
 )  # fmt: skip
 _CHOICE = frozenset({"index", "message", "finish_reason", "logprobs"})
+_EXTRA = frozenset({"extra_content"})  # a call's own field (Gemini's thought signature)
+_CALL = frozenset({"id", "type", "function"})
 _MESSAGE = frozenset({"role", "content", "tool_calls", "refusal", "annotations", "function_call"})
 _FINISH = frozenset({"stop", "tool_calls", "length", "content_filter"})
 _USAGE = frozenset(
@@ -163,9 +165,10 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
     calls = []
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or call.keys() != {"id", "type", "function"}:
+        if not isinstance(function, dict) or call.keys() - _EXTRA != _CALL:
             return None
-        made = _call(call["id"], function.get("name"), function.get("arguments"))
+        extra = {k: call[k] for k in _EXTRA if call.get(k) is not None}
+        made = _call(call["id"], function.get("name"), function.get("arguments"), extra, empty=True)
         if made is None or call["type"] != "function" or function.keys() != {"name", "arguments"}:
             return None
         calls.append(made)
@@ -197,13 +200,17 @@ def _anthropic(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, 
     return _message("".join(texts) or None, calls, origin), finish
 
 
-def _call(call_id: Any, name: Any, arguments: Any) -> ToolCall | None:
-    if not (type(call_id) is type(name) is type(arguments) is str) or not call_id:
+def _call(
+    call_id: Any, name: Any, arguments: Any, extra: Any = None, *, empty: bool = False
+) -> ToolCall | None:
+    """A call read (`extra`: its own fields, kept); None: not plain (`empty`: its id may be
+    empty, as Gemini's OpenAI-compatible calls' are)."""
+    if not (type(call_id) is type(name) is type(arguments) is str) or not (call_id or empty):
         return None
     if name == "multi_tool_use.parallel":  # litellm unpacks such a call into several
         return None
     function = FunctionCall(name=name, arguments=arguments)
-    return ToolCall(id=call_id, function=function, provider_fields=None)
+    return ToolCall(id=call_id, function=function, provider_fields=extra or None)
 
 
 def _message(content: str | None, calls: list[ToolCall], origin: Origin) -> AssistantMessage:
