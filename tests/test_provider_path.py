@@ -112,7 +112,8 @@ async def test_gemini_compatible_replies_are_read_directly_as_litellm_reads_them
     own_wire, own, _ = await _run("openai/gemini-2.5-flash", replies, direct=False)
     fast_wire, fast, reached = await _run("openai/gemini-2.5-flash", replies, direct=True)
     assert (reached, fast_wire, fast) == (1, own_wire, own)
-    (path,) = [p for p in provider_path._PATHS.values() if p.provider == "openai"]
+    path = LAST[True]._path  # the fast path of the last run's model
+    assert path is not None
     assert path.learned[("gemini-2.5-flash", None)] is not None  # read directly
     later = fast[-1]
     assert isinstance(later, ModelResponse)

@@ -20,7 +20,6 @@ from thin_support import Counting, same_outcome, wire
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Message, ToolMessage, UserMessage
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
-from loopstate.engine.models import provider_path
 from loopstate.engine.models.litellm import LiteLLMModel
 
 ANTHROPIC = "anthropic/claude-sonnet-4-5"
@@ -158,7 +157,8 @@ async def test_plain_anthropic_streams_are_read_directly_as_litellm_reads_them()
         anthropic_stream(anthropic_reply(text, stop="stop_sequence")),
     ]
     fast = await _compare(ANTHROPIC, replies)
-    (path,) = [p for p in provider_path._PATHS.values() if p.provider == "anthropic"]
+    path = LAST[True]._path  # the fast path of the last run's model
+    assert path is not None
     assert path.learned[("stream", "claude-sonnet-4-5")] is not None  # read directly
     calls = fast[2][0]
     assert isinstance(calls, ModelResponse)

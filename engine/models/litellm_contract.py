@@ -35,24 +35,17 @@ def response_cost(raw: Any) -> float | None:
     return float(cost) if isinstance(cost, int | float) else None
 
 
-def http_handler(transport: Any) -> Any:
-    """Litellm's HTTP handler (what its base handler posts with) over `transport`.
+def http_handler() -> Any:
+    """Litellm's HTTP handler class: what its base handler posts with (`AsyncHTTPHandler`,
+    given as `client`, over a transport of ours: litellm's requests are seen as they go out,
+    without subclassing it), and whose `create_async_transport` makes the httpx transport
+    litellm's own clients send on (aiohttp's unless litellm is told otherwise).
 
-    Borrowed: `litellm.llms.custom_httpx.http_handler.AsyncHTTPHandler`, the type litellm's
-    base handler takes as `client` (its `transport` argument: an httpx transport of ours, so
-    litellm's requests are seen as they go out, without subclassing its handler).
+    Borrowed: `litellm.llms.custom_httpx.http_handler.AsyncHTTPHandler`.
     """
     from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
-    return AsyncHTTPHandler(transport=transport)
-
-
-def litellm_transport() -> Any:
-    """The httpx transport litellm's own clients send on (aiohttp's unless litellm is told
-    otherwise): `AsyncHTTPHandler.create_async_transport`, of the class borrowed above."""
-    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
-
-    return AsyncHTTPHandler.create_async_transport()
+    return AsyncHTTPHandler
 
 
 _PER_CALL = (

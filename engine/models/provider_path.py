@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -34,7 +35,6 @@ from loopstate.engine.messages import Origin
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
 from loopstate.engine.models.litellm_contract import (
     http_handler,
-    litellm_transport,
     no_per_call_work,
     output_limit_reply,
     response_cost,
@@ -90,7 +90,9 @@ def _transport() -> httpx.AsyncBaseTransport:
     if transport is None:
         for closed in [old for old in _TRANSPORTS if old.is_closed()]:
             del _TRANSPORTS[closed]
-        transport = _TRANSPORTS[loop] = litellm_transport() or httpx.AsyncHTTPTransport()
+        transport = _TRANSPORTS[loop] = (
+            http_handler().create_async_transport() or httpx.AsyncHTTPTransport()
+        )
     return transport
 
 
@@ -158,14 +160,8 @@ def encoded(body: dict[str, Any], *, compact: bool) -> bytes:
     return json.dumps(body).encode()
 
 
-class _NoLogging:
-    """What `transform_response` logs to (litellm's logging object): kept nowhere."""
-
-    def __init__(self) -> None:
-        self.model_call_details: dict[str, Any] = {}
-
-    def post_call(self, *args: Any, **kwargs: Any) -> None:
-        pass
+_NO_LOGGING = SimpleNamespace(model_call_details={}, post_call=lambda *a, **k: None)
+"""What `transform_response` logs to (litellm's logging object): kept nowhere."""
 
 
 def _shape(request: ModelRequest, streamed: bool) -> tuple[bool, str, bool]:
@@ -189,7 +185,7 @@ class ProviderPath:
         litellm builds for it (cookies kept, redirects followed)."""
         self.client: httpx.AsyncClient
         if self.provider != "openai":
-            self.handler = http_handler(Recorder())
+            self.handler = http_handler()(transport=Recorder())
             self.client = self.handler.client
         else:
             from openai import AsyncOpenAI
@@ -337,7 +333,7 @@ class ProviderPath:
         optional = {k: v for k, v in body.items() if k not in ("model", "messages")}
         raw = self.contract().transform_response(
             model=body["model"], raw_response=response,
-            model_response=self.litellm.ModelResponse(), logging_obj=_NoLogging(),
+            model_response=self.litellm.ModelResponse(), logging_obj=_NO_LOGGING,
             request_data=body, messages=body["messages"], optional_params=optional,
             litellm_params={}, encoding=None, api_key=self.settings.get("api_key"),
             json_mode=False,

@@ -4,7 +4,8 @@
 (two thirds of a call's CPU above a raw POST).
 
 Plain is narrow: one choice of an assistant's text (not opening a reasoning tag) and function
-calls (non-empty ids, string arguments), or Anthropic's text and tool-use blocks; usage of
+calls (string arguments; an empty id and `extra_content` kept as Gemini's OpenAI-compatible
+endpoint sends them), or Anthropic's text and tool-use blocks; usage of
 token counts only (nothing cached, written to the cache or reasoned); no proxy's price.
 `ProviderPath` reads a reply this way only once this reading gave the first reply of the same
 model and tier exactly what litellm's gave it (`learn`), and any other reply through litellm.
@@ -45,7 +46,7 @@ _USAGE = frozenset(
 _ANTHROPIC_TOP = frozenset(
     {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
 )
-_ANTHROPIC_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+ANTHROPIC_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 _TIER = re.compile(r"above_(\d+)k_tokens")
 _PROBE = (1234, 567)
 
@@ -132,14 +133,14 @@ def plain_reply(
     body: dict[str, Any], rates: Rates, origin: Origin, anthropic: bool, reply_id: str | None
 ) -> ModelResponse | None:
     """`body` (a reply's JSON) read and priced as litellm would, or None: not plain."""
-    counts = _counts(body.get("usage"))
+    counts = read_counts(body.get("usage"))
     if counts is None or sum(counts) > rates.bound:
         return None
     read = _anthropic(body, origin) if anthropic else _openai(body, origin)
     if read is None:
         return None
     message, finish = read
-    usage, model = _usage(counts, rates), body["model"]
+    usage, model = priced_usage(counts, rates), body["model"]
     return ModelResponse(
         message=message, usage=usage, model=model, finish_reason=finish, response_id=reply_id
     )
@@ -168,16 +169,18 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
         if not isinstance(function, dict) or call.keys() - _EXTRA != _CALL:
             return None
         extra = {k: call[k] for k in _EXTRA if call.get(k) is not None}
-        made = _call(call["id"], function.get("name"), function.get("arguments"), extra, empty=True)
+        made = read_call(
+            call["id"], function.get("name"), function.get("arguments"), extra, empty=True
+        )
         if made is None or call["type"] != "function" or function.keys() != {"name", "arguments"}:
             return None
         calls.append(made)
     finish = "tool_calls" if finish == "stop" and calls else finish
-    return _message(content, calls, origin), finish
+    return assistant(content, calls, origin), finish
 
 
 def _anthropic(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str] | None:
-    content, finish = body.get("content"), _ANTHROPIC_FINISH.get(str(body.get("stop_reason")))
+    content, finish = body.get("content"), ANTHROPIC_FINISH.get(str(body.get("stop_reason")))
     if not body.keys() <= _ANTHROPIC_TOP or body.get("type") != "message" or finish is None:
         return None
     if body.get("role") != "assistant" or not isinstance(content, list):
@@ -191,16 +194,16 @@ def _anthropic(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, 
             texts.append(block["text"])
             continue
         given = block.get("input")
-        made = _call(block.get("id"), block.get("name"), json.dumps(given))
+        made = read_call(block.get("id"), block.get("name"), json.dumps(given))
         if made is None or block.keys() != {"type", "id", "name", "input"}:
             return None
         if block["type"] != "tool_use" or not isinstance(given, dict):
             return None
         calls.append(made)
-    return _message("".join(texts) or None, calls, origin), finish
+    return assistant("".join(texts) or None, calls, origin), finish
 
 
-def _call(
+def read_call(
     call_id: Any, name: Any, arguments: Any, extra: Any = None, *, empty: bool = False
 ) -> ToolCall | None:
     """A call read (`extra`: its own fields, kept); None: not plain (`empty`: its id may be
@@ -213,14 +216,14 @@ def _call(
     return ToolCall(id=call_id, function=function, provider_fields=extra or None)
 
 
-def _message(content: str | None, calls: list[ToolCall], origin: Origin) -> AssistantMessage:
+def assistant(content: str | None, calls: list[ToolCall], origin: Origin) -> AssistantMessage:
     return AssistantMessage(
         content=content, tool_calls=tuple(calls) or None, reasoning=None,
         reasoning_field=None, thinking_blocks=None, provider_fields=None, origin=origin,
     )  # fmt: skip
 
 
-def _usage(counts: tuple[int, int], rates: Rates) -> Usage:
+def priced_usage(counts: tuple[int, int], rates: Rates) -> Usage:
     cost = rates.cost(*counts)
     return Usage(
         prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=0,
@@ -229,7 +232,7 @@ def _usage(counts: tuple[int, int], rates: Rates) -> Usage:
     )  # fmt: skip
 
 
-def _counts(usage: Any) -> tuple[int, int] | None:
+def read_counts(usage: Any) -> tuple[int, int] | None:
     """The prompt and completion tokens of a usage of counts only, nothing in its details."""
     if not isinstance(usage, dict) or not usage.keys() <= _USAGE:
         return None
@@ -247,168 +250,3 @@ def _counts(usage: Any) -> tuple[int, int] | None:
             return None
     cached = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
     return None if any(cached) else (prompt, completion)
-
-
-_EVENT = frozenset(
-    {"id", "object", "created", "model", "system_fingerprint", "choices", "usage",
-     "service_tier"}
-)  # fmt: skip
-_STREAM_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
-_DELTA = frozenset({"role", "content", "tool_calls", "refusal"})
-
-
-class PlainStream:
-    """A plain OpenAI-format stream read event by event (`take`: the deltas to report, or
-    None: the event is not plain) and made into its reply once (`reply`)."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.calls: dict[int, list[Any]] = {}  # index: [id, name, argument fragments]
-        self.finish: str | None = None
-        self.usage: Any = None
-        self.reply_id: Any = None
-
-    def take(self, event: Any) -> list[tuple[Any, ...]] | None:
-        if not isinstance(event, dict) or not event.keys() <= _EVENT:
-            return None
-        self.reply_id = event.get("id") if self.reply_id is None else self.reply_id
-        choices = event.get("choices")
-        if event.get("usage") is not None:
-            self.usage = event["usage"]
-        if not choices:
-            return [] if isinstance(choices, list) else None
-        choice = choices[0]
-        if len(choices) != 1 or not isinstance(choice, dict) or choice.get("index", 0) != 0:
-            return None
-        delta = choice.get("delta")
-        if not choice.keys() <= _STREAM_CHOICE or choice.get("logprobs") is not None:
-            return None
-        if not isinstance(delta, dict) or not delta.keys() <= _DELTA or delta.get("refusal"):
-            return None
-        deltas = self._calls(delta.get("tool_calls") or ())
-        text = delta.get("content")
-        if deltas is None or not (text is None or type(text) is str):
-            return None
-        if text is not None:  # "" too: litellm's builder then joins the texts
-            self.texts.append(text)
-        if text:
-            deltas.insert(0, ("text", text))
-        self.finish = choice.get("finish_reason") or self.finish
-        return deltas
-
-    def _calls(self, calls: Any) -> list[tuple[Any, ...]] | None:
-        deltas: list[tuple[Any, ...]] = []
-        for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not call.keys() <= {
-                "index",
-                "id",
-                "type",
-                "function",
-            }:
-                return None
-            index, name, part = (
-                call.get("index") or 0,
-                function.get("name"),
-                function.get("arguments"),
-            )
-            if not function.keys() <= {"name", "arguments"} or type(index) is not int:
-                return None
-            if not all(v is None or type(v) is str for v in (call.get("id"), name, part)):
-                return None
-            made = self.calls.setdefault(index, [None, None, []])
-            made[0], made[1] = made[0] or call.get("id"), made[1] or name
-            made[2].append(part or "")
-            deltas.append(("call", index, call.get("id") or None, name or None, part or ""))
-        return deltas
-
-    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
-        """The reply, priced at `rates`, or None: its usage is not plain (or missing)."""
-        counts = _counts(self.usage)
-        if counts is None or sum(counts) > rates.bound or self.finish is None:
-            return None
-        calls = []
-        for _, (call_id, name, parts) in sorted(self.calls.items()):
-            made = _call(call_id, name, "".join(parts))
-            if made is None:
-                return None
-            calls.append(made)
-        usage = _usage(counts, rates)
-        finish = "tool_calls" if self.finish == "stop" and calls else self.finish
-        content = "".join(self.texts) if self.texts else None
-        content = content or None if not calls else content
-        return ModelResponse(
-            message=_message(content, calls, origin), usage=usage,
-            model=model, finish_reason=finish, response_id=self.reply_id,
-        )  # fmt: skip
-
-
-class AnthropicStream(PlainStream):
-    """A plain Anthropic stream read event by event, with the deltas litellm's iterator gives
-    its events (`take`: None for an event it has no reading of: an error, a server tool, a
-    citation). Thinking is read (no deltas) but makes the reply litellm's to assemble."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.plain = True
-        self._block: tuple[str, list[str] | None] = ("", None)  # its type, a tool's parts
-
-    def take(self, event: Any) -> list[tuple[Any, ...]] | None:
-        kind = event.get("type") if isinstance(event, dict) else None
-        if kind == "message_start" and isinstance(event.get("message"), dict):
-            self.reply_id = event["message"].get("id")
-            self.texts.append("")  # every chunk of litellm's carries a text, if empty
-            return self._usage(event["message"].get("usage"))
-        if kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            return self._start(event["content_block"])
-        if kind == "content_block_delta" and isinstance(event.get("delta"), dict):
-            return self._delta(event["delta"])
-        if kind == "content_block_stop":
-            (block, parts), self._block = self._block, ("", None)
-            if block == "tool_use" and parts is not None and not "".join(parts):
-                self.plain = self.plain and bool(parts)  # no delta at all: litellm's reading
-                parts.append("{}")
-                return [("call", len(self.calls) - 1, None, None, "{}")] if len(parts) > 1 else []
-            return []
-        if kind == "message_delta" and isinstance(event.get("delta"), dict):
-            finish = _ANTHROPIC_FINISH.get(str(event["delta"].get("stop_reason")))
-            self.plain = self.plain and finish is not None
-            self.finish = finish or "other"
-            return self._usage(event.get("usage", {}))
-        return [] if kind in ("ping", "message_stop") else None
-
-    def _usage(self, usage: Any) -> list[tuple[Any, ...]] | None:
-        if not isinstance(usage, dict):
-            return None
-        self.usage = {**(self.usage or {}), **usage}
-        return []
-
-    def _start(self, block: dict[str, Any]) -> list[tuple[Any, ...]] | None:
-        kind, text = block.get("type"), block.get("text")
-        if kind == "text" and type(text) is str:
-            self._block = ("text", None)
-            self.texts.append(text)
-            return [("text", text)] if text else []
-        if kind == "tool_use" and type(block.get("id")) is type(block.get("name")) is str:
-            self._block = ("tool_use", [])
-            index = len(self.calls)
-            self.calls[index] = [block["id"], block["name"], self._block[1]]
-            return [("call", index, block["id"] or None, block["name"] or None, "")]
-        if kind in ("thinking", "redacted_thinking"):
-            self._block, self.plain = ("thinking", None), False
-            return []
-        return None
-
-    def _delta(self, delta: dict[str, Any]) -> list[tuple[Any, ...]] | None:
-        kind, (block, parts) = delta.get("type"), self._block
-        text = delta.get("text", delta.get("partial_json"))
-        if kind == "text_delta" and block == "text" and type(text) is str:
-            self.texts.append(text)
-            return [("text", text)] if text else []
-        if kind == "input_json_delta" and parts is not None and type(text) is str:
-            parts.append(text)
-            return [("call", len(self.calls) - 1, None, None, text)]
-        return [] if kind in ("thinking_delta", "signature_delta") and block == "thinking" else None
-
-    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
-        return super().reply(rates, origin, model) if self.plain else None

@@ -1,6 +1,6 @@
 """A streamed call on the fast path: the recorded request; its events read straight (JSON
-per SSE data line: `provider_plain.PlainStream` for the OpenAI format, `AnthropicStream` for
-Anthropic's), their deltas reported as litellm's iterator gives them and the reply built once
+per SSE data line: `PlainStream` for the OpenAI format, `AnthropicStream` for Anthropic's),
+their deltas reported as litellm's iterator gives them and the reply built once
 at the model's rates. From the first event that has no such reading (an error event, a server
 tool, a refusal, ...), litellm's iterator (`litellm_contract.stream_iterator`) reads the
 stream again from its start, reporting only the deltas not reported yet; a reply that is not
@@ -27,7 +27,14 @@ from loopstate.engine.models.litellm_contract import response_cost, stream_itera
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import assemble, report, stalled, truncated
-from loopstate.engine.models.provider_plain import AnthropicStream, PlainStream
+from loopstate.engine.models.provider_plain import (
+    ANTHROPIC_FINISH,
+    Rates,
+    assistant,
+    priced_usage,
+    read_call,
+    read_counts,
+)
 from loopstate.engine.streaming import DeltaListener
 
 if TYPE_CHECKING:
@@ -187,3 +194,164 @@ def _failed(
         message = f"model {model} failed: {type(exc).__name__}: {exc}"
         return ModelError(message, error_type="connection")
     return stalled(model, stall_s, when) if deadline.expired() else model_error(exc, model)
+
+
+_EVENT = frozenset(
+    {"id", "object", "created", "model", "system_fingerprint", "choices", "usage",
+     "service_tier"}
+)  # fmt: skip
+_STREAM_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
+_DELTA = frozenset({"role", "content", "tool_calls", "refusal"})
+_STREAM_CALL = frozenset({"index", "id", "type", "function"})
+
+
+class PlainStream:
+    """A plain OpenAI-format stream read event by event (`take`: the deltas to report, or
+    None: the event is not plain) and made into its reply once (`reply`)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.calls: dict[int, list[Any]] = {}  # index: [id, name, argument fragments]
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.reply_id: Any = None
+
+    def take(self, event: Any) -> list[tuple[Any, ...]] | None:
+        if not isinstance(event, dict) or not event.keys() <= _EVENT:
+            return None
+        self.reply_id = event.get("id") if self.reply_id is None else self.reply_id
+        choices = event.get("choices")
+        if event.get("usage") is not None:
+            self.usage = event["usage"]
+        if not choices:
+            return [] if isinstance(choices, list) else None
+        choice = choices[0]
+        if len(choices) != 1 or not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            return None
+        delta = choice.get("delta")
+        if not choice.keys() <= _STREAM_CHOICE or choice.get("logprobs") is not None:
+            return None
+        if not isinstance(delta, dict) or not delta.keys() <= _DELTA or delta.get("refusal"):
+            return None
+        deltas = self._calls(delta.get("tool_calls") or ())
+        text = delta.get("content")
+        if deltas is None or not (text is None or type(text) is str):
+            return None
+        if text is not None:  # "" too: litellm's builder then joins the texts
+            self.texts.append(text)
+        if text:
+            deltas.insert(0, ("text", text))
+        self.finish = choice.get("finish_reason") or self.finish
+        return deltas
+
+    def _calls(self, calls: Any) -> list[tuple[Any, ...]] | None:
+        deltas: list[tuple[Any, ...]] = []
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not call.keys() <= _STREAM_CALL:
+                return None
+            index, name, part = (
+                call.get("index") or 0,
+                function.get("name"),
+                function.get("arguments"),
+            )
+            if not function.keys() <= {"name", "arguments"} or type(index) is not int:
+                return None
+            if not all(v is None or type(v) is str for v in (call.get("id"), name, part)):
+                return None
+            made = self.calls.setdefault(index, [None, None, []])
+            made[0], made[1] = made[0] or call.get("id"), made[1] or name
+            made[2].append(part or "")
+            deltas.append(("call", index, call.get("id") or None, name or None, part or ""))
+        return deltas
+
+    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
+        """The reply, priced at `rates`, or None: its usage is not plain (or missing)."""
+        counts = read_counts(self.usage)
+        if counts is None or sum(counts) > rates.bound or self.finish is None:
+            return None
+        calls = []
+        for _, (call_id, name, parts) in sorted(self.calls.items()):
+            made = read_call(call_id, name, "".join(parts))
+            if made is None:
+                return None
+            calls.append(made)
+        usage = priced_usage(counts, rates)
+        finish = "tool_calls" if self.finish == "stop" and calls else self.finish
+        content = "".join(self.texts) if self.texts else None
+        content = content or None if not calls else content
+        return ModelResponse(
+            message=assistant(content, calls, origin), usage=usage,
+            model=model, finish_reason=finish, response_id=self.reply_id,
+        )  # fmt: skip
+
+
+class AnthropicStream(PlainStream):
+    """A plain Anthropic stream read event by event, with the deltas litellm's iterator gives
+    its events (`take`: None for an event it has no reading of: an error, a server tool, a
+    citation). Thinking is read (no deltas) but makes the reply litellm's to assemble."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain = True
+        self._block: tuple[str, list[str] | None] = ("", None)  # its type, a tool's parts
+
+    def take(self, event: Any) -> list[tuple[Any, ...]] | None:
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            self.reply_id = event["message"].get("id")
+            self.texts.append("")  # every chunk of litellm's carries a text, if empty
+            return self._usage(event["message"].get("usage"))
+        if kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            return self._start(event["content_block"])
+        if kind == "content_block_delta" and isinstance(event.get("delta"), dict):
+            return self._delta(event["delta"])
+        if kind == "content_block_stop":
+            (block, parts), self._block = self._block, ("", None)
+            if block == "tool_use" and parts is not None and not "".join(parts):
+                self.plain = self.plain and bool(parts)  # no delta at all: litellm's reading
+                parts.append("{}")
+                return [("call", len(self.calls) - 1, None, None, "{}")] if len(parts) > 1 else []
+            return []
+        if kind == "message_delta" and isinstance(event.get("delta"), dict):
+            finish = ANTHROPIC_FINISH.get(str(event["delta"].get("stop_reason")))
+            self.plain = self.plain and finish is not None
+            self.finish = finish or "other"
+            return self._usage(event.get("usage", {}))
+        return [] if kind in ("ping", "message_stop") else None
+
+    def _usage(self, usage: Any) -> list[tuple[Any, ...]] | None:
+        if not isinstance(usage, dict):
+            return None
+        self.usage = {**(self.usage or {}), **usage}
+        return []
+
+    def _start(self, block: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+        kind, text = block.get("type"), block.get("text")
+        if kind == "text" and type(text) is str:
+            self._block = ("text", None)
+            self.texts.append(text)
+            return [("text", text)] if text else []
+        if kind == "tool_use" and type(block.get("id")) is type(block.get("name")) is str:
+            self._block = ("tool_use", [])
+            index = len(self.calls)
+            self.calls[index] = [block["id"], block["name"], self._block[1]]
+            return [("call", index, block["id"] or None, block["name"] or None, "")]
+        if kind in ("thinking", "redacted_thinking"):
+            self._block, self.plain = ("thinking", None), False
+            return []
+        return None
+
+    def _delta(self, delta: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+        kind, (block, parts) = delta.get("type"), self._block
+        text = delta.get("text", delta.get("partial_json"))
+        if kind == "text_delta" and block == "text" and type(text) is str:
+            self.texts.append(text)
+            return [("text", text)] if text else []
+        if kind == "input_json_delta" and parts is not None and type(text) is str:
+            parts.append(text)
+            return [("call", len(self.calls) - 1, None, None, text)]
+        return [] if kind in ("thinking_delta", "signature_delta") and block == "thinking" else None
+
+    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
+        return super().reply(rates, origin, model) if self.plain else None
