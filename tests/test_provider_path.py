@@ -122,6 +122,20 @@ async def test_gemini_compatible_replies_are_read_directly_as_litellm_reads_them
     }
 
 
+async def test_a_model_priced_by_the_hour_is_priced_by_litellm_on_every_reply() -> None:
+    """DeepSeek's off-peak prices: rates learned at one hour would misprice another."""
+    name = "deepseek/deepseek-v4-flash"
+    replies = [
+        raw_reply(pr.openai("deepseek-v4-flash", pr.gemini_call(f"a{n}", call_id=f"call_{n}")))
+        for n in range(3)
+    ]
+    _, fast, _ = await _run(name, replies, direct=True)
+    path = LAST[True]._path
+    assert path is not None
+    assert path.learned == {("deepseek-v4-flash", "default"): None}
+    assert all(isinstance(r, ModelResponse) and r.usage.cost_usd for r in fast)
+
+
 ERRORS = {
     "rate limited": Reply(status=429, body=pr.openai_rate_limit(), headers=(("retry-after", "7"),)),
     "refused key": Reply(status=401, body={"error": {"message": "Invalid API Key",

@@ -97,6 +97,8 @@ def find_rates(
     bound = smallest_tier(litellm.model_cost)
     costs = litellm.model_cost
     snapshot = tuple(dict(e) if isinstance(e := costs.get(n), dict) else e for n in names)
+    if any("off_peak_pricing" in e for e in snapshot if isinstance(e, dict)):
+        return None  # priced by the hour of the call: litellm prices each reply
     if zero is per_prompt is per_completion is probe is None:
         rates = Rates(None, bound, names, snapshot)
     elif zero == 0.0 and isinstance(per_prompt, float) and isinstance(per_completion, float):
