@@ -117,12 +117,15 @@ class Histories:
             return None
         cut = _cut(conversation, last.closed)
         turns, closed = last.turns, last.closed
-        if cut is not None:
-            rounds = self._transform(model, system + list(conversation[closed:cut]))
-            turns, closed = (*turns, *rounds["messages"]), cut
-        tail = self._transform(model, system + list(conversation[closed:]))
+        made = self._transform(model, system + list(conversation[closed:]))
+        tail = made["messages"]
+        if cut is not None:  # a turn per run of one side's messages: the closed rounds' lead
+            ran = _runs(conversation[closed:cut])
+            if len(tail) != ran + _runs(conversation[cut:]):
+                return None  # turns not of runs: litellm makes this history
+            turns, closed, tail = (*turns, *tail[:ran]), cut, tail[ran:]
         self._keep(_Done(messages, wire_ids, wire, lead, closed, turns))
-        return {"messages": [*turns, *tail["messages"]], "system": tail.get("system")}
+        return {"messages": [*turns, *tail], "system": made.get("system")}
 
     def _transform(self, model: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
         if self._rounds:
@@ -131,6 +134,12 @@ class Histories:
             model=model, messages=messages, optional_params={}, litellm_params={}, headers={}
         )
         return made
+
+
+def _runs(messages: tuple[dict[str, Any], ...]) -> int:
+    """The runs of one side's messages (user and tool ones, or assistant ones)."""
+    sides = [m["role"] in _USER for m in messages]
+    return sum(1 for i, side in enumerate(sides) if i == 0 or side != sides[i - 1])
 
 
 def _leading(wire: tuple[dict[str, Any], ...]) -> int:

@@ -150,7 +150,8 @@ class Template:
             "POST", self.request.url, headers=headers, content=content,
             extensions=dict(self.request.extensions),
         )  # fmt: skip
-        client.cookies.set_cookie_header(request)  # the pool's cookies as they are now
+        if client.cookies.jar:  # the pool's cookies as they are now
+            client.cookies.set_cookie_header(request)
         return request, body
 
 
