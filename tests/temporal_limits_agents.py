@@ -21,6 +21,7 @@ from loopstate import (
     ModelRequest,
     Rule,
     ScriptedModel,
+    Tool,
     tool,
 )
 from loopstate.engine.models.scripted import ScriptItem, call, calls
@@ -115,7 +116,31 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             store=store,
             budget=Budget(model_calls=3),
         ),
+        **due_in_hours(write_note, store),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
         ),
+    }
+
+
+def due_in_hours(write_note: Tool, store: MemoryStore) -> dict[str, Agent | Flow]:
+    """Agents whose one call waits for a decision due in an hour, in two hours, or never."""
+
+    @tool(needs_approval=True, decide_within=3600)
+    def archive(text: str) -> str:
+        """Archive a text (a decision is due within an hour)."""
+        return f"archived {text!r}"
+
+    @tool(needs_approval=True, decide_within=7200)
+    def shelve(text: str) -> str:
+        """Shelve a text (a decision is due within two hours)."""
+        return f"shelved {text!r}"
+
+    def agent(item: ScriptItem, tool: Tool) -> Agent:
+        return Agent(ScriptedModel([item], by_step=True), [tool], store=store)
+
+    return {
+        "undue": agent(call("write_note", {"path": "n", "text": "x"}, id="w"), write_note),
+        "due_later": agent(call("shelve", {"text": "s"}, id="s"), shelve),
+        "due_soon": agent(call("archive", {"text": "a\x1b[31m"}, id="a"), archive),  # an escape
     }

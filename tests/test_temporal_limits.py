@@ -11,6 +11,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,10 @@ async def replays(runs: TemporalRuns, run_id: str) -> None:
     assert (await replayer.replay_workflow(history)).replay_failure is None
 
 
+def when(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def told(result: RunResult) -> list[tuple[str, str]]:
     """What the model was told and said, in order."""
     return [(m.role, str(m.content)) for m in result.messages]
@@ -142,6 +147,36 @@ async def test_pausing_a_run_that_waits_for_a_decision_keeps_it_waiting(
             ["notes"],
         )
         await runs.abort(run_id, "done testing")
+
+
+async def test_temporal_pending_shows_each_calls_deadline_soonest_first(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        mine = {}
+        for agent in ("undue", "due_later", "due_soon"):  # started latest deadline first
+            run_id = await runs.start(agent, "file it")
+            [mine[run_id]] = await wait_pending(runs, run_id)
+        where = ["--address", temporal_address, "--task-queue", runs.task_queue]
+
+        async def listed() -> list[str]:
+            """my three runs' calls, once the inbox (eventually consistent) lists them all"""
+            code, out, err = await cli("temporal", "pending", *where)
+            assert code == 0, err
+            lines = [line for line in out.splitlines() if line.split("  ")[0] in mine]
+            return lines if len(lines) == 3 else []
+
+        lines = await until(listed, every=0.1)
+        for run_id in mine:
+            await runs.abort(run_id, "done testing")
+    soon, later, undue = (mine[line.split("  ")[0]] for line in lines)
+    assert [soon.tool, later.tool, undue.tool] == ["archive", "shelve", "write_note"]
+    assert soon.deadline is not None
+    assert later.deadline is not None
+    escaped = 'archive {"text": "a\\u001b[31m"}'  # the model's text, escaped
+    assert lines[0].endswith(f"{escaped}  due {when(soon.deadline)}")
+    assert lines[1].endswith(f"  due {when(later.deadline)}")
+    assert lines[2].endswith('write_note {"path": "n", "text": "x"}')  # no deadline
 
 
 async def test_a_deadline_denies_a_call_once_when_it_passes_and_the_model_sees_it(
