@@ -116,6 +116,12 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             store=store,
             budget=Budget(model_calls=3),
         ),
+        "treed_tight": Agent(  # its sub-agent's second model call would pass its budget
+            model(call("research", {"task": "look"}, id="research_1"), answer),
+            [researcher.as_tool(name="research", description="Delegate a task")],
+            store=store,
+            budget=Budget(model_calls=2),
+        ),
         **due_in_hours(write_note, store),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]

@@ -348,6 +348,43 @@ async def test_a_budget_counts_the_sub_agents_child_workflow(
     assert result.steps == 2
 
 
+async def test_a_sub_agents_child_workflow_at_the_budget_rests_with_its_parent_and_goes_on_raised(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        run_id = await runs.start("treed_tight", "research")
+        stopped = await state_is(runs, run_id, "budget_exceeded")
+        [call] = stopped.batch
+        assert call.status == "awaiting"  # waits for its child
+        assert call.child_run_id is not None
+        child = await state_is(runs, call.child_run_id, "budget_exceeded")  # rests, not failed
+        assert stopped.failure is not None
+        assert stopped.failure.budget is not None
+        assert (stopped.failure.budget.limit, stopped.failure.budget.spent.model_calls) == (
+            "model_calls",
+            2,  # its own call and its child's first
+        )
+        assert (tmp_path / "lookups.txt").read_text() == "k1\n"
+        with pytest.raises(RunNotResumable, match="still over its budget: budget model_calls"):
+            await runs.resume(run_id, budget=Budget(model_calls=2))
+        assert (await runs.state(run_id)).transitions == stopped.transitions  # nothing changed
+        assert (await runs.state(call.child_run_id)).transitions == child.transitions
+        await runs.resume(run_id, budget=Budget(model_calls=4))
+        result = await runs.result(run_id)
+        below = await runs.result(call.child_run_id)
+        await replays(runs, run_id)
+        await replays(runs, call.child_run_id)
+    assert (result.status, result.output) == ("done", "final: final: value of k1")
+    assert (below.status, below.output) == ("done", "final: value of k1")  # the same run went on
+    assert below.steps == 2
+    parent_path = [(t.source, t.target, t.event) for t in result.transitions]
+    assert ("budget_exceeded", "awaiting_approval", "budget_raised") in parent_path
+    child_path = [(t.source, t.target, t.event) for t in below.transitions]
+    assert ("thinking", "budget_exceeded", "over_budget") in child_path
+    assert ("budget_exceeded", "thinking", "budget_raised") in child_path
+    assert (tmp_path / "lookups.txt").read_text() == "k1\n"
+
+
 async def test_a_run_that_waited_on_a_deadline_before_the_timers_replays_without_one(
     temporal_address: str, tmp_path: Path
 ) -> None:
