@@ -412,3 +412,34 @@ async def test_a_run_that_waited_on_a_deadline_before_the_timers_replays_without
     history = (await runs.client.get_workflow_handle(run_id).fetch_history()).events
     assert not any(e.HasField("timer_started_event_attributes") for e in history)
     await replays(runs, run_id)
+
+
+async def test_a_child_that_failed_at_the_budget_before_it_rested_replays_as_it_ran(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """A worker from before children rested at the budget (`workflow.patched` False): the
+    child failed and its parent's call with it; today's code replays both histories."""
+    client = await connect(temporal_address)
+    serve(agents(tmp_path))
+    runs = TemporalRuns(client, task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    before = Worker(
+        client,
+        task_queue=runs.task_queue,
+        workflows=[AgentWorkflow],
+        activities=[complete_model, run_tool],
+        workflow_runner=UnsandboxedWorkflowRunner(),  # sees the patched `workflow.patched`
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda _id: False)
+        async with before:
+            run_id = await runs.start("treed_tight", "research")
+            stopped = await state_is(runs, run_id, "budget_exceeded")
+            [call] = stopped.batch
+            assert call.child_run_id is not None
+            child = await runs.result(call.child_run_id)
+            await runs.abort(run_id, "done testing")
+    assert call.status == "failed"  # the old way: its child failed, and the call with it
+    assert child.status == "failed"
+    assert child.transitions[-1].target == "failed"  # ended, not resting
+    await replays(runs, call.child_run_id)
+    await replays(runs, run_id)
