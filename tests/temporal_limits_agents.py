@@ -1,5 +1,6 @@
-"""The agents `test_temporal_limits` serves: a run to pause mid-loop, approval deadlines, a
-tool-call budget, and rules that forbid and gate.
+"""The agents `test_temporal_limits` and `test_temporal_child_budget` serve: a run to pause
+mid-loop, approval deadlines, budgets (a sub-agent's tree's too), and rules that forbid and
+gate; and the helpers both use (`served`, `state_is`, `replays`).
 
 Models are scripted by step and their final answers quote the last batch's tool results, so
 a test sees what the model saw. Tools write under WORKDIR, so a test counts their effects.
@@ -8,9 +9,15 @@ a test sees what the model saw. Tools write under WORKDIR, so a test counts thei
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+from support.waiting import until
 from temporal_agents import Desk
+from temporal_support import connect
+from temporalio.worker import Replayer
 
 from loopstate import (
     Agent,
@@ -21,10 +28,20 @@ from loopstate import (
     ModelRequest,
     Rule,
     ScriptedModel,
+    Tool,
     tool,
 )
 from loopstate.engine.models.scripted import ScriptItem, call, calls
+from loopstate.engine.state import RunState
 from loopstate.machines.flows import Flow, Phase
+from loopstate.temporal import (
+    AgentWorkflow,
+    FlowWorkflow,
+    TemporalRuns,
+    agent_worker,
+    data_converter,
+)
+from loopstate.temporal.worker import sandbox_runner
 
 NO_ETC = Rule(name="no-etc", tools=["write_note"], arguments={"path": "/etc/*"}, forbid=True,
               reason="system files are off limits")  # fmt: skip
@@ -115,7 +132,68 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             store=store,
             budget=Budget(model_calls=3),
         ),
+        "treed_tight": Agent(  # its sub-agent's second model call would pass its budget
+            model(call("research", {"task": "look"}, id="research_1"), answer),
+            [researcher.as_tool(name="research", description="Delegate a task")],
+            store=store,
+            budget=Budget(model_calls=2),
+        ),
+        **due_in_hours(write_note, store),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
         ),
     }
+
+
+def due_in_hours(write_note: Tool, store: MemoryStore) -> dict[str, Agent | Flow]:
+    """Agents whose one call waits for a decision due in an hour, in two hours, or never."""
+
+    @tool(needs_approval=True, decide_within=3600)
+    def archive(text: str) -> str:
+        """Archive a text (a decision is due within an hour)."""
+        return f"archived {text!r}"
+
+    @tool(needs_approval=True, decide_within=7200)
+    def shelve(text: str) -> str:
+        """Shelve a text (a decision is due within two hours)."""
+        return f"shelved {text!r}"
+
+    def agent(item: ScriptItem, tool: Tool) -> Agent:
+        return Agent(ScriptedModel([item], by_step=True), [tool], store=store)
+
+    return {
+        "undue": agent(call("write_note", {"path": "n", "text": "x"}, id="w"), write_note),
+        "due_later": agent(call("shelve", {"text": "s"}, id="s"), shelve),
+        "due_soon": agent(call("archive", {"text": "a\x1b[31m"}, id="a"), archive),  # an escape
+    }
+
+
+@asynccontextmanager
+async def served(
+    address: str, workdir: Path, queue: str | None = None
+) -> AsyncIterator[TemporalRuns]:
+    """A client, and a worker in this process serving `temporal_limits_agents` on `queue`."""
+    client = await connect(address)
+    runs = TemporalRuns(client, task_queue=queue or f"q-{uuid.uuid4().hex[:8]}")
+    async with agent_worker(client, agents(workdir), task_queue=runs.task_queue):
+        yield runs
+
+
+async def state_is(runs: TemporalRuns, run_id: str, name: str) -> RunState:
+    async def at() -> RunState | None:
+        """the run in the awaited state"""
+        state = await runs.state(run_id)
+        return state if state.state == name else None
+
+    return await until(at, every=0.05)
+
+
+async def replays(runs: TemporalRuns, run_id: str) -> None:
+    """The run's history replays against the workflow code: it made the same commands."""
+    history = await runs.client.get_workflow_handle(run_id).fetch_history()
+    workflows = [AgentWorkflow, FlowWorkflow]
+    runner = sandbox_runner()
+    replayer = Replayer(
+        workflows=workflows, data_converter=data_converter(), workflow_runner=runner
+    )
+    assert (await replayer.replay_workflow(history)).replay_failure is None

@@ -9,44 +9,27 @@ import getpass
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from support.waiting import until
-from temporal_limits_agents import agents
+from temporal_limits_agents import agents, replays, served, state_is
 from temporal_support import connect, wait_pending
 from temporalio import workflow
 from temporalio.client import Client
-from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from loopstate import ApprovalRequest, Budget, DecisionError, RunNotResumable, RunResult
-from loopstate.engine.state import RunState
 from loopstate.temporal import (
     AgentWorkflow,
-    FlowWorkflow,
     TemporalRuns,
-    agent_worker,
-    data_converter,
 )
 from loopstate.temporal.activities import complete_model, run_tool
 from loopstate.temporal.catalog import serve
-from loopstate.temporal.worker import sandbox_runner
 
 USER = getpass.getuser()
 DENIED = "Denied: the reviewer did not allow this call. Reason:"
-
-
-@asynccontextmanager
-async def served(
-    address: str, workdir: Path, queue: str | None = None
-) -> AsyncIterator[TemporalRuns]:
-    """A client, and a worker in this process serving `temporal_limits_agents` on `queue`."""
-    client = await connect(address)
-    runs = TemporalRuns(client, task_queue=queue or f"q-{uuid.uuid4().hex[:8]}")
-    async with agent_worker(client, agents(workdir), task_queue=runs.task_queue):
-        yield runs
 
 
 async def cli(*args: str) -> tuple[int, str, str]:
@@ -61,24 +44,8 @@ async def cli(*args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-async def state_is(runs: TemporalRuns, run_id: str, name: str) -> RunState:
-    async def at() -> RunState | None:
-        """the run in the awaited state"""
-        state = await runs.state(run_id)
-        return state if state.state == name else None
-
-    return await until(at, every=0.05)
-
-
-async def replays(runs: TemporalRuns, run_id: str) -> None:
-    """The run's history replays against the workflow code: it made the same commands."""
-    history = await runs.client.get_workflow_handle(run_id).fetch_history()
-    workflows = [AgentWorkflow, FlowWorkflow]
-    runner = sandbox_runner()
-    replayer = Replayer(
-        workflows=workflows, data_converter=data_converter(), workflow_runner=runner
-    )
-    assert (await replayer.replay_workflow(history)).replay_failure is None
+def when(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def told(result: RunResult) -> list[tuple[str, str]]:
@@ -142,6 +109,36 @@ async def test_pausing_a_run_that_waits_for_a_decision_keeps_it_waiting(
             ["notes"],
         )
         await runs.abort(run_id, "done testing")
+
+
+async def test_temporal_pending_shows_each_calls_deadline_soonest_first(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        mine = {}
+        for agent in ("undue", "due_later", "due_soon"):  # started latest deadline first
+            run_id = await runs.start(agent, "file it")
+            [mine[run_id]] = await wait_pending(runs, run_id)
+        where = ["--address", temporal_address, "--task-queue", runs.task_queue]
+
+        async def listed() -> list[str]:
+            """my three runs' calls, once the inbox (eventually consistent) lists them all"""
+            code, out, err = await cli("temporal", "pending", *where)
+            assert code == 0, err
+            lines = [line for line in out.splitlines() if line.split("  ")[0] in mine]
+            return lines if len(lines) == 3 else []
+
+        lines = await until(listed, every=0.1)
+        for run_id in mine:
+            await runs.abort(run_id, "done testing")
+    soon, later, undue = (mine[line.split("  ")[0]] for line in lines)
+    assert [soon.tool, later.tool, undue.tool] == ["archive", "shelve", "write_note"]
+    assert soon.deadline is not None
+    assert later.deadline is not None
+    escaped = 'archive {"text": "a\\u001b[31m"}'  # the model's text, escaped
+    assert lines[0].endswith(f"{escaped}  due {when(soon.deadline)}")
+    assert lines[1].endswith(f"  due {when(later.deadline)}")
+    assert lines[2].endswith('write_note {"path": "n", "text": "x"}')  # no deadline
 
 
 async def test_a_deadline_denies_a_call_once_when_it_passes_and_the_model_sees_it(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from loopstate.cli.runs_view import message_lines
 from loopstate.cli.text import shown, shown_json
@@ -13,6 +14,7 @@ from loopstate.engine.approval import ApprovalRequest
 from loopstate.engine.tree import RunTree, tree_pending
 
 _INDENT = "    "
+_P = TypeVar("_P", bound=ApprovalRequest)
 
 
 def tree_lines(tree: RunTree, depth: int = 1) -> list[str]:
@@ -50,12 +52,21 @@ def pending_lines(tree: RunTree) -> list[str]:
 
 def _request(p: ApprovalRequest, tree: RunTree) -> str:
     where = "" if p.run_id == tree.state.run_id else f"  (in run {p.run_id})"
-    due = "" if p.deadline is None else f"  due {_when(p.deadline)}"
-    return shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{where}{due}")
+    return shown(f"  {p.call_id}  {p.tool} {shown_json(p.arguments)}{where}{due_label(p)}")
+
+
+def due_label(p: ApprovalRequest) -> str:
+    """When a decision on `p` is due, as the listings show it ("" if it has no deadline)."""
+    return "" if p.deadline is None else f"  due {_when(p.deadline)}"
 
 
 def _due(p: ApprovalRequest) -> float:
     return math.inf if p.deadline is None else p.deadline
+
+
+def by_deadline(pending: list[_P]) -> list[_P]:
+    """`pending` soonest deadline first (calls with none last, in their order)."""
+    return sorted(pending, key=_due)
 
 
 def soonest_due(tree: RunTree) -> float:

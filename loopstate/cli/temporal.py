@@ -204,14 +204,16 @@ async def _start(args: argparse.Namespace, runs: Any) -> int:
 
 
 async def _pending(args: argparse.Namespace, runs: Any) -> int:
-    calls = await runs.inbox(agent=args.agent)
+    from loopstate.cli.runs_tree import by_deadline, due_label
+
+    calls = by_deadline(await runs.inbox(agent=args.agent))
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in calls], indent=2))
         return 0
     if not calls:
         print("no pending calls")
     for c in calls:
-        print(shown(f"{c.run_id}  {c.call_id}  {c.tool} {shown_json(c.arguments)}"))
+        print(shown(f"{c.run_id}  {c.call_id}  {c.tool} {shown_json(c.arguments)}{due_label(c)}"))
     return 0
 
 

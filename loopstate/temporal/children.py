@@ -40,6 +40,7 @@ from loopstate.engine.tree import (
 )
 from loopstate.machines.agent.agent import Agent
 from loopstate.machines.agent.delegation import ChildOutcome, ChildScope, child_outcome
+from loopstate.temporal.child_budget import Raising, above_of, at_budget, over_budget
 from loopstate.temporal.data import (
     WORKFLOW,
     AbortRequest,
@@ -75,6 +76,8 @@ class ChildWorkflows:
         self.handles: dict[str, ChildWorkflowHandle[Any, RunResult]] = {}
         """The child workflows this workflow run started (a closed one that never said it
         ended is a lost child: its call fails)."""
+        self.raising = Raising()
+        """Children sent a raised budget, until they say how they stand since."""
         self.aborting: Callable[[], AbortRequest | None] = lambda: None
         """Whether this run is asked to abort (a child it waits for is aborted then)."""
 
@@ -93,6 +96,8 @@ class ChildWorkflows:
                 prompt=prompt,
                 settings=self.settings,
                 parent=parent,
+                budget=scope.budget,
+                above=above_of(self.store, run_id),
             )
             handle = await workflow.start_child_workflow(
                 WORKFLOW,
@@ -107,6 +112,7 @@ class ChildWorkflows:
 
         def settled() -> bool:
             told = run_id in children and children[run_id].status in _SETTLED
+            told = told and not self.raising.waits(run_id)
             return told or self.lost(run_id) is not None
 
         await workflow.wait_condition(lambda: settled() or self.aborting() is not None)
@@ -117,7 +123,9 @@ class ChildWorkflows:
         lost = self.lost(run_id)
         if lost is not None:
             return ChildOutcome(kind="failed", run_id=run_id, output=f"failed: {lost}")
-        return await child_outcome(self.store, RunResult.of(children[run_id]))
+        return over_budget(children[run_id]) or await child_outcome(
+            self.store, RunResult.of(children[run_id])
+        )
 
     def _address(self, parent: ParentLink) -> str:
         """The child's address: below this run's, through the phase a flow's call is in."""
@@ -149,6 +157,7 @@ class ChildWorkflows:
         calls that no longer wait."""
         for state in report.states:
             self.store.children[state.run_id] = state
+            self.raising.told(state)
         waiting = {p.call_id for p in self._tree_pending()}
         self.forwarded = {c: r for c, r in self.forwarded.items() if c in waiting}
         self.changed = True
@@ -223,7 +232,9 @@ class ChildWorkflows:
 
     def _ended(self, run_id: str) -> bool:
         child = self.store.children.get(run_id)
-        return child is not None and child.status in ("done", "failed", "aborted")
+        if child is None or at_budget(child) is not None:  # one resting at the budget has not
+            return False
+        return child.status in ("done", "failed", "aborted")
 
     def _tree(self, state: RunState) -> RunTree:
         found: list[tuple[str, RunTree]] = []

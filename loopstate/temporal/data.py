@@ -81,6 +81,10 @@ class StartRun(Frozen):
     how the child stands, and decides the child's calls through it."""
     children: tuple[RunState, ...] = ()
     """What the run knew of its child runs, carried across continue-as-new."""
+    budget: Budget | None = None
+    """A child run's budget: its parent's, counted over the tree (`child_budget`)."""
+    above: tuple[RunState, ...] = ()
+    """A child run's tree above it when it started, as its parent knew it (no messages)."""
 
 
 class StartFlow(Frozen):

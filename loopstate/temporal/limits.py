@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from temporalio import workflow
 
 from loopstate.engine.budget import Budget, Overrun, Spent, overrun
+from loopstate.engine.budget import still_over as stopped_still_over
 from loopstate.engine.deadlines import (
     DEADLINE,
     due,
@@ -41,11 +42,12 @@ from loopstate.engine.deadlines import (
 )
 from loopstate.engine.errors import RunNotResumable
 from loopstate.engine.events import RunResumed
-from loopstate.engine.spending import spent_of
 from loopstate.engine.state import QueuedDecision, RunState
 from loopstate.engine.store import PauseRequest
+from loopstate.engine.tree import delegated
 from loopstate.machines.agent.limits import batch_adds, call_adds, has_batch, withdrawn
 from loopstate.machines.agent.loop import AgentLoop
+from loopstate.temporal.child_budget import known_spent
 from loopstate.temporal.data import PauseRunRequest
 from loopstate.temporal.ports import workflow_clock
 
@@ -78,10 +80,14 @@ def still_over(wf: RunWorkflow, raising: Budget | None) -> Overrun | None:
     budget = (state.budget or Budget()).raised(raising) if raising is not None else state.budget
     if budget is None:
         return None
+    stopped = state.failure.budget if state.failure is not None else None
+    spent = known_spent(wf.store, state)
+    if stopped is not None and not has_batch(state) and any(map(delegated, state.batch)):
+        return stopped_still_over(budget, spent, stopped)  # a child rested at the budget
     adds, before = _next_adds(loop, state)
     if adds is None:
         return None
-    return overrun(budget, subtree_spent(wf, state), adds, before)
+    return overrun(budget, spent, adds, before)
 
 
 def _next_adds(loop: LoopSteps, state: RunState) -> tuple[Spent | None, Before]:
@@ -90,14 +96,6 @@ def _next_adds(loop: LoopSteps, state: RunState) -> tuple[Spent | None, Before]:
     config = loop.config
     request = loop.model_call.request(state, config.view, config.tool_choice)
     return call_adds(state, request), "model call"
-
-
-def subtree_spent(wf: RunWorkflow, state: RunState) -> Spent:
-    """What the run and the child runs its workflow knows of have spent."""
-    total = spent_of(state)
-    for child in wf.store.children.values():
-        total = total + spent_of(child)
-    return total
 
 
 async def take_resume(wf: RunWorkflow) -> None:
@@ -120,6 +118,7 @@ async def take_resume(wf: RunWorkflow) -> None:
             core.log.warning("resume_refused", error=str(exc))
             await core.save()
             return
+        await wf.children.raising.resume(wf.store, core.state.run_id, request.actor)
     await core.emit(RunResumed(**core.at(), state=where, recovered=()))
 
 

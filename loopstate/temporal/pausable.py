@@ -47,6 +47,17 @@ class PausableRun(RunWorkflow):
         """Continue a paused run, or one over its budget with `budget` raising it."""
         self.resume_request = request
 
+    @workflow.signal(name="resume")
+    def resume_later(self, request: ResumeRunRequest) -> None:
+        """Fire and forget: as the Update (a parent workflow sends its raised budget to a
+        child resting at it so); one the Update would refuse is logged and dropped."""
+        try:
+            self._validate_resume(request)
+        except (RunNotResumable, OutsideError) as exc:
+            self.core.log.warning("resume_refused", error=str(exc))
+            return
+        self.resume_request = request
+
     @resume.validator
     def _validate_resume(self, request: ResumeRunRequest) -> None:
         state = self.core.state

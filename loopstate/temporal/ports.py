@@ -64,6 +64,9 @@ class WorkflowStore:
         self.children: dict[str, RunState] = {}
         """The run's child runs (and theirs) as they last told it, without their messages:
         what the engine's tree reads (pending calls, usage, a child's outcome)."""
+        self.above: dict[str, RunState] = {}
+        """A child run's tree above it, as its parent told it when it started (without
+        messages): counted toward the tree's budget (`child_budget`)."""
         self.pause_request: PauseRequest | None = None
         """A pause asked by the workflow's Update or Signal `pause` (see `limits`)."""
 
@@ -81,6 +84,8 @@ class WorkflowStore:
             return self.state
         if run_id in self.children:
             return self.children[run_id]
+        if run_id in self.above:
+            return self.above[run_id]
         raise RunNotFound(f"no run {run_id!r} in this workflow")
 
     async def acquire(self, run_id: str, *, owner: str, now: float, ttl: float) -> RunState:

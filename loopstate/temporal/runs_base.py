@@ -30,6 +30,7 @@ from loopstate.engine.tool import Tool
 from loopstate.engine.tree import UsageReport
 from loopstate.machines.agent.loop import AgentLoop
 from loopstate.machines.agent.steps import LoopSteps
+from loopstate.temporal.child_budget import rests_at_budget
 from loopstate.temporal.children import ChildWorkflows
 from loopstate.temporal.data import (
     AbortRequest,
@@ -158,7 +159,8 @@ class RunWorkflow:
                 if self.finished():
                     await self.children.abort_unfinished(core.state)
                     return
-                if self.children.parent is not None:  # a child does not rest: it fails
+                if self.children.parent is not None and not rests_at_budget(core.state):
+                    # a child does not rest (one at the tree's budget does: `child_budget`)
                     await self.fail_after_model_error()
                     continue
                 await workflow.wait_condition(self.rest_over)

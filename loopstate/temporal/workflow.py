@@ -57,6 +57,7 @@ class AgentWorkflow(PausableRun):
         state = start.state or _opening(agent, start)
         self.store = store = WorkflowStore()
         store.state = state
+        store.above = {s.run_id: s for s in start.above}
         log = ReplaySafeLog(get_logger())
         options = RunOptions(
             store=store,
@@ -101,7 +102,8 @@ class AgentWorkflow(PausableRun):
 
 
 def _opening(agent: Agent, start: StartRun) -> RunState:
-    """The run's opening state, as a local agent run opens it (its budget and rules kept)."""
+    """The run's opening state, as a local agent run opens it (its budget and rules kept; a
+    child run's budget is its parent's, over the tree)."""
     o = agent.options
     state = opening_state(
         run_id=workflow.info().workflow_id,
@@ -111,7 +113,7 @@ def _opening(agent: Agent, start: StartRun) -> RunState:
         now=workflow_clock(),
         parent=start.parent,
     )
-    return state.evolve(budget=o.budget, rules=o.rules)
+    return state.evolve(budget=start.budget or o.budget, rules=o.rules)
 
 
 def retry_of(model: object) -> ModelRetry | None:

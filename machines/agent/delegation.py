@@ -80,9 +80,8 @@ class ChildOutcome(Frozen):
     """Who aborted it (aborted): a person's `Abort` anywhere in a tree aborts the tree."""
     overrun: Overrun | None = None
     """The tree's budget it rests at (over_budget): its parent rests there too, and a resume
-    with a raised budget continues both. `run_child` reports it; a Temporal child workflow
-    resting at the budget is still reported `failed` (its budget cannot be raised from its
-    parent yet)."""
+    with a raised budget continues both. `run_child` reports it, and so does a Temporal
+    parent for its child workflow (`loopstate.temporal.child_budget`)."""
 
     def abort_cause(self, name: str) -> Cause:
         """Why the run that waited for this aborted child is aborted too."""
