@@ -114,6 +114,7 @@ class RunCore:
         self.state = state
         self.saved = state
         """The run as the store holds it."""
+        self._saving = asyncio.Lock()
         self.ports = ports
         self.hooks = ports.hooks
         self.events: list[Event] = []
@@ -247,12 +248,17 @@ class RunCore:
         """Save the run (the store appends what it lacks, renews the lease), then announce the
         transitions made since the last save. The latest of them is marked with the run's
         shape as saved (what a fork at it starts from)."""
-        if len(self.state.transitions) > len(self.saved.transitions):
-            self.state = _marked(self.state)
-        state, ports, before = self.state, self.ports, self.saved
-        await ports.store.save(state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s)
-        self.saved = state
-        announce, self._unannounced = self._unannounced, []
+        async with self._saving:  # one at a time: each starts from the revision the last left
+            if len(self.state.transitions) > len(self.saved.transitions):
+                self.state = _marked(self.state)
+            state, before = self.state, self.saved
+            saved = await self._write(state, before.revision)
+            # What changed meanwhile (a tool of the batch finished) is ours: at the new revision
+            self.state = (
+                saved if self.state is state else self.state.evolve(revision=saved.revision)
+            )
+            self.saved = saved
+            announce, self._unannounced = self._unannounced, []
         for t in announce:
             await self.emit(
                 TransitionEvent.trusted(
@@ -268,6 +274,16 @@ class RunCore:
             if self.hooks is not None:
                 await self.hooks.on_transition(t)
         await self._phase_changed(before, state, announce)
+
+    async def _write(self, state: RunState, revision: int) -> RunState:
+        """Save `state` as the copy of the run at `revision`, the one this process last read or
+        saved (the store refuses it if anyone wrote the run since: `RunBusy`)."""
+        if state.revision != revision:  # a copy kept from before our last save
+            state = state.evolve(revision=revision)
+        ports = self.ports
+        return await ports.store.save(
+            state, owner=ports.owner, now=ports.clock(), ttl=ports.lease_s
+        )
 
     async def _phase_changed(
         self, before: RunState, state: RunState, announced: list[Transition]

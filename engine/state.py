@@ -316,6 +316,11 @@ class RunState(Frozen):
     forked_from: ForkedFrom | None = None
     """Set on a fork (`Agent.fork`): the run and transition it was copied from, and the
     edits made at the fork point."""
+    revision: int = 0
+    """How many times the store had written the run when this copy was read or saved (every
+    save and every recorded decision counts one): a save from an older copy is refused, so a
+    writer whose lease ran out cannot drop what was written since (fencing). The store's,
+    not the header's: `Store.load` and `Store.save` give it."""
 
     @model_validator(mode="before")
     @classmethod

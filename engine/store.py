@@ -5,6 +5,9 @@ call records (upserted: the current batch's change as they are decided and run).
 only what is new since the store last saw the run (a store knows how many messages and
 transitions it holds), in one atomic step, and renews the writer's lease: a process that lost
 its lease cannot write (fencing). A long effect keeps its lease with `renew`.
+Each write of a run (a save, a recorded decision) advances its `revision`, and a save names
+the revision it was read at: a writer whose lease ran out while someone else wrote the run
+(a decision recorded meanwhile changes neither count) is refused, never silently undoing it.
 
 Any process may `claim` runs that are `ready` (see `ready`) and whose lease is free or expired:
 each is leased to one claimer, so a run ready to continue is continued once.
@@ -24,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import StoreError
+from loopstate.engine.errors import RunBusy, StoreError
 from loopstate.engine.state import ENDED, QueuedDecision, RunState
 
 DEFAULT_LEASE_S = 60.0
@@ -63,6 +66,14 @@ def claimable(holder: str | None, until: float, *, owner: str, now: float) -> bo
     """Whether `claim` may lease to `owner` a ready run `holder` leased until `until`: the
     lease expired, or its holder is someone else who is provably gone (`holder_gone`)."""
     return until <= now or (holder is not None and holder != owner and holder_gone(holder))
+
+
+def changed_since(run_id: str, stored: int, given: int) -> RunBusy:
+    """The refusal of a save from a copy of the run read before its latest write."""
+    return RunBusy(
+        f"run {run_id} changed since this copy was read (revision {given}, stored {stored}): "
+        "another writer saved it or a decision was recorded; read it again"
+    )
 
 
 def check_append_only(stored: RunState, messages: int, transitions: int) -> None:
@@ -211,11 +222,14 @@ class Store(Protocol):
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         """Store a new run and give `owner` its lease. Raises `StoreError` if the id exists."""
 
-    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> RunState:
         """Append the messages and transitions the store does not hold yet, upsert the
-        current batch's calls and the header, renew `owner`'s lease; all or nothing.
-        Raises `RunBusy` if another owner holds a live lease, `RunNotFound` if the run
-        was never created, `StoreError` if `state` has fewer messages or transitions than
+        current batch's calls and the header, renew `owner`'s lease; all or nothing. Answers
+        `state` at its new `revision`: the writer's next save starts from it.
+        Raises `RunBusy` if another owner holds a live lease, or if the run was written since
+        `state` was read (its `revision` is not the stored one: a decision recorded while the
+        writer's lease had run out, another writer's save; reload it), `RunNotFound` if the
+        run was never created, `StoreError` if `state` has fewer messages or transitions than
         are stored (history is append-only)."""
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:

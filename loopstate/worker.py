@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loopstate.engine.clock import Clock
 from loopstate.engine.deadlines import DeadlineWatch
-from loopstate.engine.errors import IncompatibleRun, LoopstateError, RunDamaged
+from loopstate.engine.errors import IncompatibleRun, LoopstateError, RunBusy, RunDamaged
 from loopstate.engine.logs import get_logger
 from loopstate.engine.store import DEFAULT_LEASE_S, Waking, lease_owner
 
@@ -133,6 +133,9 @@ class Worker:
                 "worker_run_incompatible", run_id=run_id, reason="; ".join(exc.differences)
             )
             await self._back_off(run_id)
+        except RunBusy as exc:  # another writer has it, or wrote it since: not held back, a
+            # run left ready is claimed again at once and read afresh
+            self.log.warning("worker_run_moved", run_id=run_id, error=str(exc).splitlines()[0])
         except Exception as exc:  # one run's failure must not stop the others
             error = (str(exc).splitlines() or [type(exc).__name__])[0]
             # a run the store cannot read is skipped and named; its rows are left as they are

@@ -73,11 +73,11 @@ class FailingFinalSave(MemoryStore):
 
     failed = False
 
-    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> RunState:
         if state.state == "done" and not self.failed:
             self.failed = True
             raise StoreError(f"run {state.run_id}: cannot store this")
-        await super().save(state, owner=owner, now=now, ttl=ttl)
+        return await super().save(state, owner=owner, now=now, ttl=ttl)
 
 
 async def test_a_failed_save_is_never_swallowed_the_result_and_the_store_agree() -> None:

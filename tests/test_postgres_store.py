@@ -99,6 +99,7 @@ async def test_a_database_of_schema_2_is_migrated_and_its_runs_logged_from_then_
         "DROP TABLE loopstate_events", "DROP TABLE loopstate_answers",
         "DROP INDEX loopstate_runs_by_updated", "DROP INDEX loopstate_runs_by_created",
         "ALTER TABLE loopstate_runs DROP COLUMN lease_session", "DROP TABLE loopstate_pruned",
+        "ALTER TABLE loopstate_runs DROP COLUMN revision",
         "UPDATE loopstate_schema SET version = 2",
     ):  # fmt: skip
         sql(postgres_dsn, statement)

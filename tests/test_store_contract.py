@@ -85,7 +85,7 @@ async def test_a_save_appends_only_what_the_store_does_not_hold(store) -> None:
     await agent.run("go")
     state = await store.load("run-1")
     grown = state.evolve(messages=(*state.messages, UserMessage(content="more")))
-    await store.save(grown, owner="a", now=1.0, ttl=30.0)
+    grown = await store.save(grown, owner="a", now=1.0, ttl=30.0)
     await store.save(grown, owner="a", now=2.0, ttl=30.0)  # nothing new: nothing appended
     assert (await store.load("run-1")).messages == grown.messages
 

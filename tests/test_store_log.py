@@ -138,7 +138,8 @@ async def test_a_sqlite_file_of_schema_2_is_migrated_and_its_runs_keep_working(
     first.close()
     for statement in (
         "DROP TABLE events", "DROP TABLE answers", "DROP INDEX runs_by_updated",
-        "DROP INDEX runs_by_created", "DROP TABLE pruned", "PRAGMA user_version = 2",
+        "DROP INDEX runs_by_created", "DROP TABLE pruned", "ALTER TABLE runs DROP COLUMN revision",
+        "PRAGMA user_version = 2",
     ):  # fmt: skip
         corrupt(path, statement)
     old = SQLiteStore(path)

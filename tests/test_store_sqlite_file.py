@@ -133,9 +133,10 @@ async def test_a_run_from_a_newer_loopstate_is_refused(tmp_path: Path) -> None:
 async def test_a_store_file_from_a_newer_loopstate_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 7")
+    db.execute(f"PRAGMA user_version = {DB_VERSION + 1}")
     db.close()
-    with pytest.raises(StoreError, match=r"runs.db has store schema 7; .* upgrade loopstate"):
+    newer = rf"runs.db has store schema {DB_VERSION + 1}; .* upgrade loopstate"
+    with pytest.raises(StoreError, match=newer):
         await SQLiteStore(path).list_runs()
 
 
@@ -157,7 +158,7 @@ async def test_a_sqlite_file_of_schema_1_is_migrated_and_its_ready_runs_found(
     for statement in (  # back to what schema 1 was
         "DROP INDEX runs_ready", "ALTER TABLE runs DROP COLUMN ready", "DROP TABLE events",
         "DROP TABLE answers", "DROP INDEX runs_by_updated", "DROP INDEX runs_by_created",
-        "DROP TABLE pruned", "PRAGMA user_version = 1",
+        "DROP TABLE pruned", "ALTER TABLE runs DROP COLUMN revision", "PRAGMA user_version = 1",
     ):  # fmt: skip
         corrupt(path, statement)
     assert await SQLiteStore(path).claim(owner="w", now=1e12, ttl=1.0, limit=5) == ["run-1"]

@@ -17,6 +17,8 @@ from loopstate.engine.state import SCHEMA_VERSION, CallRecord, RunState, Transit
 from loopstate.engine.store import DAMAGED, RunEvent, RunSummary, event_fields, summarize
 
 SPLIT = {"messages", "transitions", "calls"}
+NOT_IN_HEADER = {*SPLIT, "revision"}
+"""A run's fields its header row does not hold (`revision` is a column: the store bumps it)."""
 COUNTS = {"messages": "message_count", "transitions": "transition_count", "calls": "call_count"}
 """Header keys holding how many rows each table has for the run: a lost row is detected."""
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
@@ -36,7 +38,7 @@ def summary_columns(state: RunState) -> tuple[Any, ...]:
 
 
 def header(state: RunState) -> str:
-    fields = state.model_dump(mode="json", exclude=SPLIT)
+    fields = state.model_dump(mode="json", exclude=NOT_IN_HEADER)
     for table, key in COUNTS.items():
         fields[key] = len(getattr(state, table))
     return json.dumps(fields, separators=(",", ":"))
@@ -138,11 +140,19 @@ def check_header(run_id: str, where: str, header_text: Any) -> dict[str, Any]:
 
 
 def decode_run(
-    run_id: str, where: str, header_text: str, messages: Rows, transitions: Rows, calls: Rows
+    run_id: str,
+    where: str,
+    header_text: str,
+    messages: Rows,
+    transitions: Rows,
+    calls: Rows,
+    *,
+    revision: int = 0,
 ) -> RunState:
-    """The run from its rows; `RunDamaged` naming the run and row if anything is corrupt,
-    lost, or written by a newer loopstate. `where` names the database."""
+    """The run from its rows, at the stored `revision`; `RunDamaged` naming the run and row if
+    anything is corrupt, lost, or written by a newer loopstate. `where` names the database."""
     fields = check_header(run_id, where, header_text)
+    fields["revision"] = revision
     decoded = {
         table: [_validated(kind, body, run_id, table, i) for i, body in items]
         for table, kind, items in (

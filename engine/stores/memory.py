@@ -17,6 +17,7 @@ from loopstate.engine.store import (
     RunEvent,
     RunSummary,
     after_cursor,
+    changed_since,
     check_append_only,
     claimable,
     event_fields,
@@ -56,15 +57,19 @@ class MemoryStore:
         self._leases[state.run_id] = (owner, now + ttl)
         self._log(state)
 
-    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> RunState:
         stored = self._runs.get(state.run_id)
         if stored is None:
             raise RunNotFound(f"no run {state.run_id!r} in this store")
         self._check_lease(state.run_id, owner, now)
+        if stored.revision != state.revision:
+            raise changed_since(state.run_id, stored.revision, state.revision)
         check_append_only(stored, len(state.messages), len(state.transitions))
-        self._runs[state.run_id] = state
+        saved = state.evolve(revision=state.revision + 1)
+        self._runs[state.run_id] = saved
         self._leases[state.run_id] = (owner, now + ttl)
-        self._log(state)
+        self._log(saved)
+        return saved
 
     async def record_decision(self, run_id: str, queued: QueuedDecision) -> bool | None:
         stored = self._runs.get(run_id)
@@ -74,6 +79,7 @@ class MemoryStore:
         state = recorded(stored, queued)
         if state is None:
             return None
+        state = state.evolve(revision=stored.revision + 1)
         self._runs[run_id] = state
         self._log(state)
         return ready(state)

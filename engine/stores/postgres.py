@@ -39,6 +39,7 @@ from loopstate.engine.store import (
     Pruned,
     RunEvent,
     RunSummary,
+    changed_since,
     lease_is_live,
     pause_key,
 )
@@ -115,10 +116,12 @@ class PostgresStore:
                 raise StoreError(f"run {state.run_id} already exists in {self.where}") from None
         self._remember(state.run_id, len(state.messages), len(state.transitions))
 
-    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
-        run_id, gone = state.run_id, None
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> RunState:
+        run_id, gone, read = state.run_id, None, state.revision
         for _ in range(3):
-            counts = self._counts.get(run_id) or (await self._why_refused(run_id, owner, now))[1]
+            counts = self._counts.get(run_id)
+            if counts is None:
+                counts = (await self._why_refused(run_id, owner, now, read))[1]
             if len(state.messages) < counts[0] or len(state.transitions) < counts[1]:
                 raise StoreError(
                     f"run {run_id}: refusing to rewrite stored history in {self.where} "
@@ -140,9 +143,9 @@ class PostgresStore:
             if written is not None and written[0]:
                 self._remember(run_id, len(state.messages), len(state.transitions))
                 self._note_pause(run_id, *written[1:])
-                return
+                return state.evolve(revision=read + 1)
             self._counts.pop(run_id, None)
-            gone, _ = await self._why_refused(run_id, owner, now)
+            gone, _ = await self._why_refused(run_id, owner, now, read)
         raise RunBusy(f"run {run_id} is busy: its lease changed hands while saving")
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
@@ -349,25 +352,28 @@ class PostgresStore:
         return db
 
     async def _why_refused(
-        self, run_id: str, owner: str, now: float
+        self, run_id: str, owner: str, now: float, revision: int | None = None
     ) -> tuple[str | None, tuple[int, int]]:
-        """Why `owner` could not write the run: `RunNotFound`, `RunBusy` (a live holder), else
-        the holder to take over if it is provably gone (`holder_gone`), and the stored counts."""
+        """Why `owner` could not write the run: `RunNotFound`, `RunBusy` (a live holder, or a
+        `revision` other than the stored one: written since), else the holder to take over if it
+        is provably gone (`holder_gone`), and the stored counts."""
         async with self._use() as db:
             row = await (await db.execute(HOLDER, (run_id,))).fetchone()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.where}")
-        holder, until, messages, transitions = row
+        holder, until, messages, transitions, stored = row
         if lease_is_live(holder, until, owner=owner, now=now):
             raise RunBusy(f"run {run_id} is busy: {holder} holds it for {until - now:.1f} s more")
+        if revision is not None and stored != revision:
+            raise changed_since(run_id, stored, revision)
         self._remember(run_id, messages, transitions)
         return holder, (messages, transitions)
 
     def _decoded(self, run_id: str, row: tuple[Any, ...]) -> RunState:
-        head, *tables, by, at = row
+        head, *tables, revision, by, at = row
         self._note_pause(run_id, by, at)
         pairs = [list(zip(tables[n] or [], tables[n + 1] or [], strict=True)) for n in (0, 2, 4)]
-        state = decode_run(run_id, self.where, head, *pairs)
+        state = decode_run(run_id, self.where, head, *pairs, revision=revision)
         self._remember(run_id, len(state.messages), len(state.transitions))
         return state
 

@@ -16,7 +16,7 @@ from loopstate.engine.state import RunState
 from loopstate.engine.store import ready
 from loopstate.engine.stores.codec import decode_run
 
-DB_VERSION = 6
+DB_VERSION = 7
 _LOCK = 7_204_611_093  # pg_advisory_xact_lock key: "loopstate migrates this database"
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -86,6 +86,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE IF NOT EXISTS loopstate_cursors (
             process text PRIMARY KEY, after bigint NOT NULL, until double precision NOT NULL
         )""",
+    ),
+    (  # 7: each run's write count (`RunState.revision`): a save from an older copy is refused
+        "ALTER TABLE loopstate_runs ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 0",
     ),
 )
 EVENTS_LOCK = 7_204_611_094

@@ -1,12 +1,13 @@
 """The PostgreSQL store's statements: each write of the port is one statement, so one round trip.
 
 A save is one statement whose first part updates the run's row only if the writer may
-(`MAY_WRITE`: its lease, or a free, expired or orphaned one) and the stored counts are those
-the writer appends after; every other part (the new messages and transitions, the upserted
-calls, the log entry) selects from that update, so a refused save writes nothing. The log
-entry takes `EVENTS_LOCK` (transaction-scoped) before its id is drawn: ids are drawn one writer
-at a time and committed in id order (see `postgres_schema`); in one statement, the lock is held
-from there to the commit without a round trip in between.
+(`MAY_WRITE`: its lease, or a free, expired or orphaned one), the stored counts are those
+the writer appends after and the stored `revision` is the one it read (a decision recorded
+since changes no count but bumps it: fencing); every other part (the new messages and
+transitions, the upserted calls, the log entry) selects from that update, so a refused save
+writes nothing. The log entry takes `EVENTS_LOCK` (transaction-scoped) before its id is
+drawn: ids are drawn one writer at a time and committed in id order (see `postgres_schema`);
+in one statement, the lock is held from there to the commit without a round trip between.
 
 A lease records the holder's session (`lease_session`): a key of a session-level advisory lock
 the holder's connection took when it opened (`SESSION_CLASS`). A session that no longer
@@ -54,7 +55,8 @@ _HEADER = (
     "pending = %(pending)s, created_at = %(created_at)s, updated_at = %(updated_at)s, "
     "stop_reason = %(stop_reason)s, header = %(header)s, message_count = %(m)s, "
     "transition_count = %(t)s, lease_owner = %(owner)s, lease_until = %(until)s, "
-    "lease_session = %(session)s, ready = %(ready)s, decidable = %(decidable)s::jsonb"
+    "lease_session = %(session)s, ready = %(ready)s, decidable = %(decidable)s::jsonb, "
+    "revision = %(revision)s + 1"
 )
 _APPEND = """,
 m AS (INSERT INTO loopstate_messages (run_id, idx, body)
@@ -73,16 +75,17 @@ LEFT JOIN loopstate_answers p ON p.key = %(pause)s"""
 SAVE = (
     f"WITH run AS (UPDATE loopstate_runs r SET {_HEADER} WHERE r.run_id = %(run_id)s "
     f"AND r.message_count = %(m0)s AND r.transition_count = %(t0)s AND {MAY_WRITE} "
+    "AND r.revision = %(revision)s "
     "RETURNING r.run_id)" + _APPEND
 )
 """Save a run (see the module's doc); answers 1 if written, 0 if refused."""
 CREATE = (
     "WITH run AS (INSERT INTO loopstate_runs (run_id, machine, state, status, steps, pending, "
     "created_at, updated_at, stop_reason, header, message_count, transition_count, "
-    "lease_owner, lease_until, lease_session, ready, decidable) VALUES (%(run_id)s, "
+    "lease_owner, lease_until, lease_session, ready, decidable, revision) VALUES (%(run_id)s, "
     "%(machine)s, %(state)s, %(status)s, %(steps)s, %(pending)s, %(created_at)s, "
     "%(updated_at)s, %(stop_reason)s, %(header)s, %(m)s, %(t)s, %(owner)s, %(until)s, "
-    "%(session)s, %(ready)s, %(decidable)s::jsonb) "
+    "%(session)s, %(ready)s, %(decidable)s::jsonb, %(revision)s) "
     "RETURNING run_id)" + _APPEND
 )
 LEASE = (
@@ -114,7 +117,7 @@ RECORD_DECISION = (
     f"header = jsonb_set({_INBOX}, '{{updated_at}}', "
     "to_jsonb(greatest(r.updated_at, %(now)s)))::text, "
     "decidable = nullif(r.decidable - %(call_id)s::text, '{}'::jsonb), "
-    "ready = (r.decidable - %(call_id)s::text) = '{}'::jsonb "
+    "ready = (r.decidable - %(call_id)s::text) = '{}'::jsonb, revision = r.revision + 1 "
     "WHERE r.run_id = %(run_id)s AND r.status = 'awaiting_approval' "
     f"AND ({_CALL} -> 'kinds') ? %(kind)s::text "
     f"AND (%(digest)s::text IS NULL OR {_CALL} ->> 'digest' = %(digest)s::text) "
@@ -135,12 +138,13 @@ accepts this kind) and by the lease (free, expired or orphaned); the call leaves
 (used once), the log gains an entry, a run now ready wakes the workers. A row (whether the
 run is ready) if recorded; none if refused."""
 HOLDER = (
-    "SELECT lease_owner, lease_until, message_count, transition_count "
+    "SELECT lease_owner, lease_until, message_count, transition_count, revision "
     "FROM loopstate_runs WHERE run_id = %s"
 )
-"""Why a write was refused: the run's holder and counts (None: no such run)."""
+"""Why a write was refused: the run's holder, counts and revision (None: no such run)."""
 LOAD = (
-    "SELECT r.header, m.i, m.b, t.i, t.b, c.i, c.b, p.fingerprint, p.at FROM loopstate_runs r "
+    "SELECT r.header, m.i, m.b, t.i, t.b, c.i, c.b, r.revision, p.fingerprint, p.at "
+    "FROM loopstate_runs r "
     "CROSS JOIN LATERAL (SELECT array_agg(idx ORDER BY idx) i, array_agg(body ORDER BY idx) b "
     "FROM loopstate_messages WHERE run_id = r.run_id) m "
     "CROSS JOIN LATERAL (SELECT array_agg(seq ORDER BY seq) i, array_agg(body ORDER BY seq) b "
@@ -227,6 +231,7 @@ def write_params(
         "t": len(state.transitions),
         "m0": m0,
         "t0": t0,
+        "revision": state.revision,
         "owner": owner,
         "until": until,
         "session": session,

@@ -24,6 +24,7 @@ from loopstate.engine.store import (
     Pruned,
     RunEvent,
     RunSummary,
+    changed_since,
     lease_is_live,
     ready,
 )
@@ -82,24 +83,25 @@ class SQLiteStore(Answers):
 
     @store_errors
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+        values = (*summary_columns(state), header(state), owner, now + ttl, ready(state))
         with self._transaction() as db:
             try:
                 db.execute(
                     "INSERT INTO runs (run_id, machine, state, status, steps, pending, "
                     "created_at, updated_at, stop_reason, header, lease_owner, lease_until, "
-                    "ready) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*summary_columns(state), header(state), owner, now + ttl, ready(state)),
+                    "ready, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*values, state.revision),
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(f"run {state.run_id} already exists in {self.path}") from None
             self._append(db, state, 0, 0, 0)
 
     @store_errors
-    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> RunState:
         update = (
             "UPDATE runs SET machine = ?, state = ?, status = ?, steps = ?, pending = ?, "
             "created_at = ?, updated_at = ?, stop_reason = ?, header = ?, "
-            "lease_owner = ?, lease_until = ?, ready = ? WHERE run_id = ?"
+            "lease_owner = ?, lease_until = ?, ready = ?, revision = revision + 1 WHERE run_id = ?"
         )
         values = (
             *summary_columns(state)[1:], header(state), owner, now + ttl, ready(state),
@@ -108,18 +110,20 @@ class SQLiteStore(Answers):
         with self._transaction() as db:
             row = db.execute(
                 "SELECT lease_owner, lease_until, json_extract(header, '$.message_count'), "
-                "json_extract(header, '$.transition_count') FROM runs WHERE run_id = ?",
+                "json_extract(header, '$.transition_count'), revision FROM runs WHERE run_id = ?",
                 (state.run_id,),
             ).fetchone()
             if row is None:
                 raise RunNotFound(f"no run {state.run_id!r} in {self.path}")
-            holder, until, messages, transitions = row
+            holder, until, messages, transitions, revision = row
             if lease_is_live(holder, until, owner=owner, now=now):
                 raise RunBusy(
                     f"run {state.run_id} is busy: {holder} holds it for {until - now:.1f} s more"
                 )
+            if revision != state.revision:
+                raise changed_since(state.run_id, revision, state.revision)
             if messages is None or transitions is None:  # a header from before the counts
-                messages, transitions = self._counts(db, state.run_id)
+                messages, transitions = upkeep.counts(db, state.run_id)
             if len(state.messages) < messages or len(state.transitions) < transitions:
                 raise StoreError(
                     f"run {state.run_id}: refusing to rewrite stored history in {self.path} "
@@ -128,6 +132,7 @@ class SQLiteStore(Answers):
                 )
             db.execute(update, values)
             self._append(db, state, messages, transitions)
+        return state.evolve(revision=revision + 1)
 
     @store_errors
     async def record_decision(self, run_id: str, queued: QueuedDecision) -> bool | None:
@@ -140,7 +145,8 @@ class SQLiteStore(Answers):
             if state is None:
                 return None
             db.execute(
-                "UPDATE runs SET updated_at = ?, header = ?, ready = ? WHERE run_id = ?",
+                "UPDATE runs SET updated_at = ?, header = ?, ready = ?, revision = revision + 1 "
+                "WHERE run_id = ?",
                 (state.updated_at, header(state), ready(state), run_id),
             )
             db.execute("INSERT INTO events (run_id, body) VALUES (?, ?)", event_row(state))
@@ -318,7 +324,7 @@ class SQLiteStore(Answers):
             db.execute("UPDATE runs SET ready = ? WHERE run_id = ?", (is_ready, run_id))
 
     def _load(self, db: sqlite3.Connection, run_id: str) -> RunState:
-        row = db.execute("SELECT header FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = db.execute("SELECT header, revision FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(f"no run {run_id!r} in {self.path}")
 
@@ -332,17 +338,8 @@ class SQLiteStore(Answers):
             table("SELECT idx, body FROM messages WHERE run_id = ? ORDER BY idx"),
             table("SELECT seq, body FROM transitions WHERE run_id = ? ORDER BY seq"),
             table("SELECT position, body FROM calls WHERE run_id = ? ORDER BY position"),
+            revision=row[1],
         )
-
-    @staticmethod
-    def _counts(db: sqlite3.Connection, run_id: str) -> tuple[int, int]:
-        (messages,) = db.execute(
-            "SELECT COUNT(*) FROM messages WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        (transitions,) = db.execute(
-            "SELECT COUNT(*) FROM transitions WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        return int(messages), int(transitions)
 
     def _check_lease(self, db: sqlite3.Connection, run_id: str, owner: str, now: float) -> None:
         row = db.execute(

@@ -3,7 +3,7 @@ is migrated up to `DB_VERSION` on first use; a file a newer loopstate migrated i
 
 from __future__ import annotations
 
-DB_VERSION = 6
+DB_VERSION = 7
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 1: runs, append-only messages and transitions, upserted calls
@@ -64,5 +64,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE IF NOT EXISTS cursors (
             process TEXT PRIMARY KEY, after INTEGER NOT NULL, until REAL NOT NULL
         )""",
+    ),
+    (  # 7: each run's write count (`RunState.revision`): a save from an older copy is refused
+        "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
     ),
 )

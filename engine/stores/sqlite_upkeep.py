@@ -80,3 +80,13 @@ def keep_cursor(db: sqlite3.Connection, process: str, after: int | None, *, unti
             (process, after, until),
         )
     return pruned_upto(db)
+
+
+def counts(db: sqlite3.Connection, run_id: str) -> tuple[int, int]:
+    """How many messages and transitions the file holds for the run (a header from before it
+    kept the counts)."""
+    (messages,) = db.execute("SELECT COUNT(*) FROM messages WHERE run_id = ?", (run_id,)).fetchone()
+    (transitions,) = db.execute(
+        "SELECT COUNT(*) FROM transitions WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    return int(messages), int(transitions)

@@ -73,8 +73,9 @@ class WorkflowStore:
     async def create(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
         self.state = state
 
-    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> None:
+    async def save(self, state: RunState, *, owner: str, now: float, ttl: float) -> RunState:
         self.state = state
+        return state
 
     async def renew(self, run_id: str, *, owner: str, now: float, ttl: float) -> None:
         return None
