@@ -34,9 +34,11 @@ SERVER = Path(__file__).with_name("forkserver.py")
 SERVER_ENV = dict(os.environ)
 """The environment the server imports with: this process's, before any test changes it."""
 
-FREE = ("PYTHONPATH", "PYTHONUNBUFFERED")
-"""PYTHON* variables a forked child honours; any other change of PYTHON* or LITELLM* needs a
-fresh interpreter (they act at start-up or import)."""
+FREE = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONWARNINGS")
+"""PYTHON* variables a forked child honours (PYTHONWARNINGS as bare actions: "ignore",
+"error"); any other change of PYTHON* or LITELLM* needs a fresh interpreter (they act at
+start-up or import)."""
+ACTIONS = {"default", "error", "ignore", "always", "module", "once"}
 
 
 class Popen(subprocess.Popen[Any]):
@@ -125,6 +127,8 @@ def _forkable(args: Any, env: dict[str, str]) -> list[str] | None:
         return None
     if not ((argv[1] == "-m" and len(argv) > 2) or not argv[1].startswith("-")):
         return None
+    if not set(env.get("PYTHONWARNINGS", "ignore").split(",")) <= ACTIONS:
+        return None
     names = {name for name in {*env, *SERVER_ENV} if name.startswith(("PYTHON", "LITELLM"))}
     if any(env.get(name) != SERVER_ENV.get(name) for name in names - set(FREE)):
         return None
@@ -183,5 +187,7 @@ def _stop() -> None:
     own children's (`time`), as theirs would be had they been started here."""
     for server in _started:
         assert server.process.stdin is not None
+        assert server.process.stdout is not None
         server.process.stdin.close()
         server.process.wait()
+        server.process.stdout.close()

@@ -28,6 +28,7 @@ import socket
 import sys
 import threading
 import traceback
+import warnings
 from dataclasses import dataclass
 
 HEADER = 8
@@ -177,6 +178,9 @@ def _become(job: Job, base_path: list[str]) -> None:
     first = os.getcwd() if job.argv[0] == "-m" else os.path.dirname(os.path.abspath(job.argv[0]))
     sys.path[:] = [first, *_python_path(job.env), *base_path]
     importlib.invalidate_caches()  # files written since the server started are importable
+    for action in job.env.get("PYTHONWARNINGS", "").split(","):  # the last one wins
+        if action:  # bare actions only (support.forking sends no other)
+            warnings.simplefilter(action)  # type: ignore[arg-type]
     unbuffered = bool(job.env.get("PYTHONUNBUFFERED"))
     # The same stream objects, now on the child's descriptors: buffered as Python would.
     sys.stdout.reconfigure(line_buffering=unbuffered or os.isatty(1), write_through=unbuffered)
