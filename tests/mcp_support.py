@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from support import forking
+
 from loopstate import Agent, ScriptedModel, SQLiteStore
 from loopstate.engine.models.scripted import ScriptItem
 from loopstate.tools.mcp import MCPServer
@@ -27,7 +29,7 @@ def stdio_files(root: Path, **options: Any) -> MCPServer:
 @contextmanager
 def http_files(root: Path) -> Iterator[str]:
     """The test server over streamable HTTP on 127.0.0.1: its URL once it listens."""
-    proc = subprocess.Popen(
+    proc = forking.Popen(
         [sys.executable, str(SERVER), str(root), "http"], stdout=subprocess.PIPE, text=True
     )
     try:

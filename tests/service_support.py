@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from support import forking
 from support.waiting import MARGIN
 
 TESTS = Path(__file__).parent
@@ -86,7 +87,7 @@ def start(
     }
     args = ["-m", "loopstate", "serve", "--agent", agent, "--db", str(db), "--port", str(port)]
     with log.open("ab") as out:
-        process = subprocess.Popen(
+        process = forking.Popen(
             [sys.executable, *(command or (*args, *options))], env=environ, stdout=out, stderr=out
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)

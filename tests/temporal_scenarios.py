@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from support import forking
 from support.waiting import until
 from temporal_support import Served, wait_pending
 
@@ -114,7 +115,7 @@ CRASH_SETTINGS = RunSettings(heartbeat_s=2)
 def start_worker(address: str, s: Served, *extra: str) -> subprocess.Popen[str]:
     """A worker process serving `temporal_agents` on `s`'s task queue, once it polls."""
     script = str(HERE / "temporal_worker.py")
-    worker = subprocess.Popen(
+    worker = forking.Popen(
         [sys.executable, script, address, str(s.workdir), s.task_queue, *extra],
         stdout=subprocess.PIPE,
         text=True,

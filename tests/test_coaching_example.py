@@ -3,15 +3,16 @@ approved by a boolean answer, the phases printed as the stream enters them."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from support import forking
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "coaching.py"
 
 
 def test_the_coaching_example_runs_the_seeds_journey_offline(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = forking.run(
         [sys.executable, str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr

@@ -19,6 +19,7 @@ import httpx
 import psycopg
 import pytest
 from service_support import TESTS, TOKEN, start, stop, wait_for
+from support import forking
 
 from loopstate import Approve, PostgresStore, Store
 from loopstate.engine.operations import queue_decision
@@ -89,7 +90,7 @@ def headers(prefix: str, sql: Sql) -> dict[str, str]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forking.run(
         [sys.executable, "-m", "loopstate", *args], capture_output=True, text=True, timeout=60
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import deadline_agent
 import pytest
+from support import forking
 from support.cli import loopstate
 from support.waiting import until
 from worker_support import TESTS, loopstate_process
@@ -114,7 +115,7 @@ def test_a_deadline_that_cannot_work_is_refused_when_declared() -> None:
 
 
 def race_child(db: Path, act: str, run_id: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen(
+    child = forking.Popen(
         [sys.executable, str(TESTS / "deadline_agent.py"), str(db), act, run_id, "c1"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -3,11 +3,10 @@ are drawn apart — dashed and labelled "before the fork", or solid and counted.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
-from support import make_tools
+from support import forking, make_tools
 from test_diagrams import a_real_run, check_mermaid
 
 from loopstate import Agent, ScriptedModel
@@ -16,7 +15,7 @@ from loopstate.engine.stores.sqlite import SQLiteStore
 
 
 def draw(db: str, run_id: str, *fmt: str) -> str:
-    return subprocess.run(
+    return forking.run(
         [sys.executable, "-m", "loopstate", "diagram", "--run", run_id, "--db", db, *fmt],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from statemachine import State, StateChart
-from support import make_tools
+from support import forking, make_tools
 from support.cli import loopstate
 
 from loopstate import Agent, Approve, ScriptedModel
@@ -124,9 +123,7 @@ def test_the_same_machine_gives_the_same_bytes_in_separate_processes() -> None:
         "g = graph_of(AgentLoop); print(to_dot(g) + to_mermaid(g))"
     )
     outs = {
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout
+        forking.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         for _ in range(2)
     }
     assert len(outs) == 1
@@ -137,7 +134,7 @@ def check_mermaid(texts: list[str]) -> list[dict[str, object]]:
     assert (ROOT / "tests/js/node_modules/mermaid").exists(), (
         "the Mermaid parser is not installed: run `bash scripts/setup` (npm ci in tests/js)"
     )
-    out = subprocess.run(
+    out = forking.run(
         ["node", str(NODE_CHECKER)], input=json.dumps(texts), capture_output=True, text=True,
         timeout=120, check=True,
     )  # fmt: skip

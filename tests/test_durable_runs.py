@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import forking
 
 CHILD = Path(__file__).with_name("durable_child.py")
 
@@ -22,7 +23,7 @@ class Harness:
         self.db = root / "runs.db"
 
     def start(self, mode: str, *extra: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+        return forking.Popen(
             [sys.executable, str(CHILD), str(self.db), str(self.root), mode, *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import forking
 
 from loopstate import SQLiteStore
 
@@ -35,7 +36,7 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=TESTS, timeout=120)
+    done = forking.run(args, capture_output=True, text=True, env=env, cwd=TESTS, timeout=120)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -80,7 +81,7 @@ async def test_a_phase_call_decided_by_the_cli_elsewhere_lets_the_phase_then_the
 async def test_a_flow_killed_mid_phase_resumes_the_same_child_run(tmp_path: Path) -> None:
     mark = tmp_path / "slow-started"
     env = env_for(tmp_path, MARK=str(mark))
-    process = subprocess.Popen(
+    process = forking.Popen(
         [sys.executable, str(TESTS / "gauntlet_team.py"), "run"], env=env, cwd=TESTS
     )
     try:

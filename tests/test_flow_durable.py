@@ -4,12 +4,12 @@ file, hours apart; nothing before the resume point runs again."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import forking
 
 from loopstate import Approve, MemoryStore, ScriptedModel
 from loopstate.engine.errors import RunNotResumable
@@ -21,7 +21,7 @@ HOUR = 3600.0
 
 
 def child(db: Path, *argv: str, at: float) -> dict[str, Any]:
-    done = subprocess.run(
+    done = forking.run(
         [sys.executable, str(CHILD), str(db), *argv, "--at", str(at)],
         capture_output=True,
         text=True,

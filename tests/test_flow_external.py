@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from statemachine import State
+from support import forking
 
 from loopstate import DecisionError, ScriptedModel, SQLiteStore
 from loopstate.engine.models.scripted import call
@@ -73,7 +73,7 @@ async def test_the_cli_in_another_process_answers_a_flow_phase(tmp_path: Path) -
     db = tmp_path / "runs.db"
     first = await release(script(), db).run("release v2")
     (pending,) = first.pending
-    answered = subprocess.run(
+    answered = forking.run(
         [sys.executable, "-m", "loopstate", "result", first.run_id, pending.call_id,
          "--value", json.dumps("go ahead")],
         capture_output=True, text=True, timeout=60,

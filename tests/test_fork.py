@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from model_server import ModelServer, serve, text_reply, tool_call_reply
+from support import forking
 
 from loopstate import (
     Agent,
@@ -261,7 +262,7 @@ CHILD = Path(__file__).with_name("fork_child.py")
 
 def child(db: Path, server: ModelServer, *args: str) -> subprocess.Popen[str]:
     log = db.with_name("tools.log")
-    return subprocess.Popen(
+    return forking.Popen(
         [sys.executable, str(CHILD), str(db), str(log), server.openai_base, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from support import forking
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "gauntlet.py"
 
 
 def test_the_gauntlet_example_runs_offline_through_two_rounds(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = forking.run(
         [sys.executable, str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr

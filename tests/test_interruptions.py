@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from model_server import serve, stalled
+from support import forking
 
 from loopstate import Agent, MemoryStore, RunNotFound, ScriptedModel, tool
 from loopstate.engine.models.scripted import call
@@ -29,7 +30,7 @@ class Child:
 
     def start(self, mode: str, *extra: str) -> subprocess.Popen[str]:
         argv = [str(self.db), str(self.root), self.model, mode, RUN, *extra]
-        return subprocess.Popen([sys.executable, str(CHILD), *argv], text=True,
+        return forking.Popen([sys.executable, str(CHILD), *argv], text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
     def interrupted(self, proc: subprocess.Popen[str], how: signal.Signals) -> str:
@@ -150,7 +151,7 @@ def test_loopstate_resume_interrupted_prints_one_line_and_the_run_goes_on(tmp_pa
     first = child.start("run")
     wait_for_tool_start(first, "put")
     child.interrupted(first, signal.SIGINT)
-    resume = subprocess.Popen(
+    resume = forking.Popen(
         [sys.executable, "-m", "loopstate", "resume", RUN, "--agent", "interrupt_agent:agent",
          "--db", str(child.db)],
         cwd=CHILD.parent, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

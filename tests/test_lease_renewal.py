@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import forking
 from support.waiting import until
 
 from loopstate import Agent, RunBusy, ScriptedModel
@@ -20,7 +21,7 @@ CHILD = Path(__file__).with_name("lease_child.py")
 
 async def test_a_tool_longer_than_the_lease_keeps_other_processes_out(tmp_path: Path) -> None:
     db, log, release = tmp_path / "runs.db", tmp_path / "tool.log", tmp_path / "release"
-    child = subprocess.Popen(
+    child = forking.Popen(
         [sys.executable, str(CHILD), str(db), str(log), "--lease", "0.6", "--release",
          str(release)],
         stdout=subprocess.PIPE,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import httpx
 import pytest
 from mcp_support import files_agent, http_files, stdio_files
 from service_support import in_uvicorn
+from support import forking
 
 from loopstate import DecisionError, RunNotResumable
 from loopstate.engine.models.scripted import call
@@ -43,7 +43,7 @@ def root(tmp_path: Path) -> Path:
 
 def resume_elsewhere(db: Path, root: Path, script: list[Any], resume: dict[str, Any]) -> Any:
     """Resume run-1 in another process; what it printed."""
-    done = subprocess.run(
+    done = forking.run(
         [sys.executable, str(CHILD), str(db), str(root), json.dumps(script), json.dumps(resume)],
         capture_output=True, text=True, timeout=120, cwd=CHILD.parent,
     )  # fmt: skip
@@ -61,7 +61,7 @@ async def test_a_run_suspended_on_an_mcp_tool_resumes_in_another_process(
                               stdio_files(root)).run("write")  # fmt: skip
     (pending,) = first.pending
     assert not (root / "out.txt").exists()
-    shown = subprocess.run(
+    shown = forking.run(
         [sys.executable, "-m", "loopstate", "runs", "show", "run-1", "--db", str(db)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import forking
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "mcp_files.py"
 
@@ -14,9 +14,7 @@ pytestmark = pytest.mark.slow  # each test starts real MCP server processes
 
 
 def test_the_mcp_example_runs_its_server_and_waits_where_it_should() -> None:
-    out = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=300
-    )
+    out = forking.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "awaiting_approval: files_write_file {'name': 'notes.md', 'content': '# Notes\\n'}",

@@ -6,12 +6,12 @@ finite, at most 64 levels deep, bounded — or it is refused naming the field, n
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import forking
 
 from loopstate import Agent, Deny, ScriptedModel, tool
 from loopstate.engine.approval import as_decision, as_result
@@ -107,7 +107,7 @@ def test_the_cli_takes_a_reason_that_is_not_utf8_and_the_run_finishes(tmp_path: 
     runner = agent(db)
     waiting = asyncio.run(runner.run("pay"))
     charge_id = next(p.call_id for p in waiting.pending if p.tool == "charge")
-    out = subprocess.run(
+    out = forking.run(
         [sys.executable, "-m", "loopstate", "deny", "run-1", charge_id, "--reason", b"no\xff",
          "--db", str(db)],
         capture_output=True, timeout=60,

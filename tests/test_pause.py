@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from service_support import in_uvicorn
+from support import forking
 from support.cli import loopstate
 
 from loopstate import Agent, Approve, MemoryStore, ScriptedModel, SQLiteStore, tool
@@ -37,7 +38,7 @@ def script() -> ScriptedModel:
 def driven(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """A run driven by a child process, its tool's first call in progress."""
     db = str(tmp_path / "runs.db")
-    child = subprocess.Popen(
+    child = forking.Popen(
         [sys.executable, str(TESTS / "pause_child.py"), db, "run-1"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

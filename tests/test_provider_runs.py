@@ -4,14 +4,13 @@ over real HTTP to a model server on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import provider_replies as pr
 import pytest
 from model_server import dropped_connection, raw_reply, serve
-from support import make_tools
+from support import forking, make_tools
 from test_providers_over_http import claude, compatible
 
 from loopstate import Agent, Approve
@@ -43,7 +42,7 @@ async def test_a_resumed_run_in_another_process_still_sends_the_thinking_block(
     with serve(raw_reply(gated_thinking_turn()), raw_reply(pr.anthropic_text("Written."))) as s:
         suspended = await Agent(claude(s), tools, store=SQLiteStore(db)).run("Write a.md")
         assert [p.call_id for p in suspended.pending] == ["toolu_01W"]
-        child = subprocess.run(
+        child = forking.run(
             [sys.executable, str(CHILD), db, s.url, suspended.run_id, "toolu_01W"],
             capture_output=True,
             text=True,

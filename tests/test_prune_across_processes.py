@@ -5,7 +5,6 @@ process stopped publishing (it died) holds nothing back once it is stale."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import httpx
 import pytest
 import worker_agent
 from service_support import TESTS, TOKEN, Server, free_port, start, stop
+from support import forking
 from support.waiting import until
 from test_service_retention import next_events
 
@@ -26,7 +26,7 @@ STREAM = {"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}"}
 
 def prune_cli(db: str) -> str:
     """`loopstate store prune --older-than 0s` (everything is old enough) in a process."""
-    done = subprocess.run(
+    done = forking.run(
         [sys.executable, "-m", "loopstate", "store", "prune", "--older-than", "0s", "--db", db],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from model_server import serve, text_reply, tool_call_reply
+from support import forking
 
 USER_TEST = '''
 import os
@@ -32,7 +33,7 @@ def test_lookup(loopstate_cassette):  # a plain test: no pytest-asyncio mode nee
 
 
 def pytest_run(folder: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forking.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
          *args],
         cwd=folder, env=env, capture_output=True, text=True, timeout=300,

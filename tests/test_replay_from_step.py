@@ -5,12 +5,12 @@ new run departs from the recording."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from model_server import serve, text_reply, tool_call_reply
+from support import forking
 from test_fork import counted_tools
 
 from loopstate import Agent, DefinitionError, LiteLLMModel, MemoryStore
@@ -104,7 +104,7 @@ async def test_the_cli_replays_from_a_step_and_prints_the_departure(tmp_path: Pa
     tape = await recorded(tmp_path)
     (tmp_path / "newagent.py").write_text(AGENT)
     with serve(text_reply("Two files are enough.")) as server:
-        out = subprocess.run(
+        out = forking.run(
             [sys.executable, "-m", "loopstate", "replay", str(tape), "--from-step", "2",
              "--agent", "newagent:agent", "--json"],
             capture_output=True, text=True, cwd=tmp_path, timeout=300,

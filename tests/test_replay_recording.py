@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from model_server import serve, text_reply, tool_call_reply
-from support import make_tools
+from support import forking, make_tools
 
 from loopstate import Agent, LiteLLMModel, ScriptedModel, tool
 from loopstate.engine.models.scripted import call
@@ -49,7 +48,7 @@ asyncio.run(main(sys.argv[1]))
 
 
 def child(folder: Path, *args: str) -> list[str]:
-    out = subprocess.run([sys.executable, "child.py", *args], cwd=folder, capture_output=True,
+    out = forking.run([sys.executable, "child.py", *args], cwd=folder, capture_output=True,
                          text=True, timeout=60, check=True)  # fmt: skip
     return out.stdout.splitlines()
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from service_support import TOKEN, stop, wait_for
 from service_support import start as start_server
+from support import forking
 from support.cli import loopstate_process
 
 from loopstate import Approve, SQLiteStore
@@ -27,7 +28,7 @@ def start(db: Path, effects: Path, *runs: str, approve: bool = False) -> None:
     """Start each `RUN_ID=VARIANT` of `runs` in one process of its own: each suspends on its
     refund (with `approve`, an approval is queued for it, as `loopstate approve` does)."""
     flags = ["--approve"] if approve else []
-    started = subprocess.run(
+    started = forking.run(
         [sys.executable, str(HERE / "deploy_agents.py"), str(db), *flags, *runs],
         capture_output=True, text=True, timeout=60, env=_env(db, effects),
     )  # fmt: skip

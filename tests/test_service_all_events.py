@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from service_support import Sse, read_events, start, stop, wait_for
+from support import forking
 from test_service_events import approve_all, start_run
 
 from loopstate.engine.store import RunEvent
@@ -101,7 +101,7 @@ def test_a_decision_queued_by_another_process_reaches_the_inbox_at_once(tmp_path
 
             def decide_from_the_cli() -> None:
                 cli = [sys.executable, "-m", "loopstate", "approve", run_id, charge["call_id"]]
-                subprocess.run([*cli, "--db", str(db)], check=True, capture_output=True)
+                forking.run([*cli, "--db", str(db)], check=True, capture_output=True)
                 decided.append(time.monotonic())
 
             deciding = threading.Thread(target=decide_from_the_cli)
@@ -120,7 +120,7 @@ def test_a_decision_queued_by_another_process_reaches_the_inbox_at_once(tmp_path
             assert email["tool"] == "send_email"
             assert client.get(f"/api/runs/{run_id}").json()["updated_at"] == data["updated_at"]
             cli = [sys.executable, "-m", "loopstate", "approve", run_id, email["call_id"]]
-            subprocess.run([*cli, "--db", str(db)], check=True, capture_output=True)
+            forking.run([*cli, "--db", str(db)], check=True, capture_output=True)
             decided.append(time.monotonic())  # the batch is decided: this server continues it
             wait_for(lambda: client.get(f"/api/runs/{run_id}").json()["status"] == "done")
     finally:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from service_support import TOKEN, Server, free_port, start, stop, wait_for
+from support import forking
 
 from loopstate import MemoryStore
 from loopstate.service import Service, create_app
@@ -209,7 +210,7 @@ def launch(tmp: Path, *args: str, **env: str) -> tuple[subprocess.Popen[bytes], 
     command = [sys.executable, "-m", "loopstate", "serve", "--agent", "service_agent:agent",
                "--db", str(tmp / "runs.db"), "--port", str(port), *args]  # fmt: skip
     with log.open("ab") as out:
-        process = subprocess.Popen(command, env=environ, stdout=out, stderr=out)
+        process = forking.Popen(command, env=environ, stdout=out, stderr=out)
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:

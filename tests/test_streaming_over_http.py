@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import sys
 import time
 from typing import Any
 
 import pytest
 from model_server import ModelServer, cut_stream, paced, serve, text_reply, tool_call_reply
+from support import forking
 
 from loopstate import Agent, LiteLLMModel, MemoryStore, UserMessage, tool
 from loopstate.engine.model import ModelRequest
@@ -173,15 +175,16 @@ async def test_a_process_killed_mid_stream_saves_nothing_partial_and_resumes_as_
     words = " ".join(f"word{n}" for n in range(40))
     story = cut_stream(text_reply(words), 6, "stall")
     with serve(story, text_reply("A short story.")) as server:
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "child.py", server.openai_base, str(db), cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert child.stdout is not None
-        # the child prints once it has a piece of the reply (a margin only for a stuck child)
-        step, dead_attempt = (await asyncio.wait_for(child.stdout.readline(), 300)).split()
-        child.send_signal(signal.SIGKILL)
-        await child.wait()
+        with forking.Popen(
+            [sys.executable, "child.py", server.openai_base, str(db)], cwd=tmp_path,
+            stdout=subprocess.PIPE,
+        ) as child:  # fmt: skip
+            assert child.stdout is not None
+            try:  # the child prints once it has a piece of the reply
+                step, dead_attempt = (await asyncio.to_thread(child.stdout.readline)).split()
+            finally:
+                child.send_signal(signal.SIGKILL)
+                await asyncio.to_thread(child.wait)
         await asyncio.to_thread(server.wait_for_disconnects, 1)  # the stream died with it
         await asyncio.sleep(0.6)  # the lease the child took (0.5 s) has expired: no waiting on it
         store = SQLiteStore(db)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from model_server import serve, text_reply, tool_call_reply
+from support import forking
 
 from loopstate import SQLiteStore
 
@@ -34,7 +35,7 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def run(env: dict[str, str], *args: str, cwd: Path = TESTS) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forking.run(
         [sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
     )
 
@@ -99,7 +100,7 @@ async def test_a_child_call_decided_by_the_cli_elsewhere_lets_child_then_parent_
 async def test_a_parent_killed_mid_delegation_resumes_the_same_child_run(tmp_path: Path) -> None:
     mark = tmp_path / "slow-started"
     env = env_for(tmp_path, MARK=str(mark), RUN_ID="parent-1")
-    child = subprocess.Popen(
+    child = forking.Popen(
         [sys.executable, str(TESTS / "subagent_team.py"), "run"], env=env, cwd=TESTS
     )
     try:

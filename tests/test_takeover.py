@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import worker_agent
+from support import forking
 from support.waiting import until
 
 from loopstate import Approve, MemoryStore, PostgresStore, Store
@@ -57,7 +58,7 @@ async def test_a_dead_holders_run_is_claimed_at_once_by_one_claimer(
     store = handles()
     suspended = await worker_agent.agent(store).run("go", run_id="r")
     await queue_decision(store, "r", suspended.pending[0].call_id, Approve(), actor="t")
-    holder = subprocess.Popen([sys.executable, str(CHILD), db, "r"], stdout=subprocess.PIPE)
+    holder = forking.Popen([sys.executable, str(CHILD), db, "r"], stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline() == b"held\n"
@@ -90,7 +91,7 @@ async def test_a_run_leased_to_an_exited_process_of_this_host_is_claimed_at_once
     store: Store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "runs.db")
     suspended = await worker_agent.agent(store).run("go", run_id="r")
     await queue_decision(store, "r", suspended.pending[0].call_id, Approve(), actor="t")
-    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+    exited = forking.run([sys.executable, "-c", "import os; print(os.getpid())"],
                             capture_output=True, check=True)  # fmt: skip
     gone = f"{socket.gethostname()}:{int(exited.stdout)}:x"
     alive = f"{socket.gethostname()}:{os.getpid()}:y"

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from otlp_receiver import ReceivedSpan, receiver
 from service_support import start, stop
+from support import forking
 from worker_support import TESTS, loopstate_process, wait_until_ended
 
 from loopstate import SQLiteStore
@@ -26,7 +26,7 @@ def resumed(spans: list[ReceivedSpan]) -> bool:
 def start_suspended(db: str, endpoint: str) -> tuple[str, str]:
     """A traced run started in a process of its own, suspended on its gated call."""
     env = {**os.environ, "LOOPSTATE_TEST_OTLP": endpoint, "PYTHONPATH": str(TESTS)}
-    started = subprocess.run(
+    started = forking.run(
         [sys.executable, str(TESTS / "otel_agent.py"), db],
         env=env, capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip

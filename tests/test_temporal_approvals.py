@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import forking
 from support.waiting import until
 from temporal_support import serving, wait_pending
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
@@ -233,6 +234,6 @@ async def test_the_cli_supplies_an_external_result_to_a_temporal_run(
 
 async def loopstate(*args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "loopstate", *args],
+        forking.run, [sys.executable, "-m", "loopstate", *args],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
+from support import forking
 from temporal_support import connect
 
 AGENT_MODULE = '''
@@ -28,14 +30,12 @@ writer = Agent(
 
 
 async def cli(*args: str, cwd: Path) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loopstate", *args,
-        cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(cwd), "PYTHONWARNINGS": "ignore"},
+    env = {**os.environ, "PYTHONPATH": str(cwd), "PYTHONWARNINGS": "ignore"}
+    done = await asyncio.to_thread(
+        forking.run, [sys.executable, "-m", "loopstate", *args], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return done.returncode, done.stdout, done.stderr
 
 
 async def test_the_cli_serves_starts_lists_decides_and_shows_a_temporal_run(
@@ -43,15 +43,15 @@ async def test_the_cli_serves_starts_lists_decides_and_shows_a_temporal_run(
 ) -> None:
     (tmp_path / "cli_agent.py").write_text(AGENT_MODULE)
     where = ["--address", temporal_address, "--task-queue", "cli-q"]
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loopstate", "temporal", "worker",
-        "--agent", "writer=cli_agent:writer", *where,
-        cwd=tmp_path, stderr=asyncio.subprocess.PIPE,
+    worker = forking.Popen(
+        [sys.executable, "-m", "loopstate", "temporal", "worker",
+         "--agent", "writer=cli_agent:writer", *where],
+        cwd=tmp_path, stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
     try:
         assert worker.stderr is not None
-        assert b"serving writer" in await asyncio.wait_for(worker.stderr.readline(), 60)
+        assert b"serving writer" in await asyncio.to_thread(worker.stderr.readline)
         code, out, _ = await cli(
             "temporal", "start", "writer", "say hi", "--run-id", "cli-1", "--wait", *where,
             cwd=tmp_path,
@@ -81,7 +81,8 @@ async def test_the_cli_serves_starts_lists_decides_and_shows_a_temporal_run(
         assert "awaiting_approval" in out
     finally:
         worker.send_signal(signal.SIGKILL)
-        await worker.wait()
+        await asyncio.to_thread(worker.wait)
+        worker.stderr.close()
 
 
 async def test_the_cli_says_in_one_line_when_no_server_answers(tmp_path: Path) -> None:

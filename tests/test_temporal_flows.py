@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import forking
 from support.waiting import until
 from temporal_scenarios import CONTINUE_SETTINGS, coaching, kill, start_worker
 from temporal_support import Served, serving, wait_pending
@@ -24,12 +25,12 @@ from loopstate.machines.agent.delegation import child_run_id
 async def cli(s: Served, address: str, *args: str) -> str:
     """`loopstate temporal ...` in a process of its own; its output, once it succeeded."""
     where = ["--address", address, "--task-queue", s.task_queue]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loopstate", "temporal", *args, *where,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    process = await asyncio.to_thread(
+        forking.run, [sys.executable, "-m", "loopstate", "temporal", *args, *where], env=env,
+        capture_output=True, timeout=120,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 120)
+    out, err = process.stdout, process.stderr
     assert process.returncode == 0, err.decode()
     return out.decode()
 

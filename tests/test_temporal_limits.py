@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support import forking
 from support.waiting import until
 from temporal_limits_agents import agents, replays, served, state_is
 from temporal_support import connect, wait_pending
@@ -34,12 +35,12 @@ DENIED = "Denied: the reviewer did not allow this call. Reason:"
 
 async def cli(*args: str) -> tuple[int, str, str]:
     """`loopstate ARGS` as a process of its own."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loopstate", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    process = await asyncio.to_thread(
+        forking.run, [sys.executable, "-m", "loopstate", *args], env=env,
+        capture_output=True, timeout=60,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    out, err = process.stdout, process.stderr
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import forking
 from temporal_support import serving
 from temporalio import workflow
 
@@ -36,7 +37,7 @@ class BrokenAgentWorkflow:
 
 
 def loopstate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loopstate", *args], cwd=TESTS,
+    return forking.run([sys.executable, "-m", "loopstate", *args], cwd=TESTS,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 

@@ -6,7 +6,6 @@ agent's `RetryPolicy`; spent retries leave the run in `model_failed`, where
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from model_server import ModelServer, Reply, error_reply, serve, text_reply
+from support import forking
 from temporal_support import Served, serving
 from temporalio.api.enums.v1 import EventType
 
@@ -84,7 +84,7 @@ async def test_spent_retries_rest_in_model_failed_until_temporal_retry(
             assert state.failure is not None
             assert state.failure.status == 500
             retried = await asyncio.to_thread(
-                subprocess.run,
+                forking.run,
                 [sys.executable, "-m", "loopstate", "temporal", "retry", run_id,
                  "--address", temporal_address, "--task-queue", s.task_queue],
                 capture_output=True, text=True, timeout=60,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import forking
 
 from loopstate import (
     Agent,
@@ -54,11 +54,11 @@ async def test_an_ask_answered_by_the_cli_in_another_process_reruns_the_body_onc
         "awaiting_approval", "deploy to prod?", True)  # fmt: skip
     env = {**os.environ, "LOOPSTATE_DB": str(db)}
     cli = [sys.executable, "-m", "loopstate", "result", "run-1", pending.call_id, "--value"]
-    bad = subprocess.run([*cli, json.dumps("three")], capture_output=True, text=True, env=env,
+    bad = forking.run([*cli, json.dumps("three")], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=60)  # fmt: skip
     assert (bad.returncode, "refused" in bad.stderr) == (2, True)
     assert "Traceback" not in bad.stderr
-    good = subprocess.run([*cli, "3"], capture_output=True, text=True, env=env, cwd=tmp_path,
+    good = forking.run([*cli, "3"], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=60)  # fmt: skip
     assert good.returncode == 0, good.stderr
     done = await agent(db, log, model).resume("run-1")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import worker_agent
+from support import forking
 from support.waiting import until
 from worker_support import effects_of, loopstate_process, wait_until_ended
 
@@ -115,7 +115,7 @@ async def test_loopstate_worker_on_sqlite_runs_a_cli_decision_and_drains_on_sigt
 
 
 def test_loopstate_worker_explains_a_missing_agent(tmp_path: Path) -> None:
-    out = subprocess.run(
+    out = forking.run(
         [sys.executable, "-m", "loopstate", "worker", "--agent", "nowhere:agent", "--db",
          str(tmp_path / "runs.db")],
         capture_output=True, text=True, timeout=60,

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from support import forking
+
 from loopstate import Store
 
 TESTS = Path(__file__).parent
@@ -23,7 +25,7 @@ def loopstate_process(*args: str, effects: Path, log: Path, **env: str) -> subpr
         **env,
     }
     with log.open("ab") as out:
-        return subprocess.Popen(
+        return forking.Popen(
             [sys.executable, "-m", "loopstate", *args], env=environ, stdout=out, stderr=out
         )
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from loopstate.cli import main
 
+from . import forking
+
 Env = Mapping[str, str | None]
 """Variables to set for the command; `None` unsets one."""
 
@@ -44,14 +46,14 @@ def loopstate(
 def loopstate_process(
     *args: str, cwd: Path, stdin: str | None = None, env: Env | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m loopstate ARGS` as a real process."""
+    """`python -m loopstate ARGS` as a real process (forked ready-imported: `support.forking`)."""
     environ = dict(os.environ)
     for name, value in (env or {}).items():
         if value is None:
             environ.pop(name, None)
         else:
             environ[name] = value
-    return subprocess.run([sys.executable, "-m", "loopstate", *args], input=stdin, cwd=cwd,
+    return forking.run([sys.executable, "-m", "loopstate", *args], input=stdin, cwd=cwd,
                           env=environ, capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
