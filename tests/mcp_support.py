@@ -39,7 +39,7 @@ def http_files(root: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{line.split()[1]}/mcp"
     finally:
         proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=300)
         if proc.stdout is not None:
             proc.stdout.close()
 

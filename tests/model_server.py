@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
 import sse
+from support.waiting import MARGIN
 
 Call = tuple[str, str, dict[str, Any] | str]
 """One scripted tool call: `(id, name, arguments)`; a str is sent verbatim as the JSON text."""
@@ -178,13 +179,13 @@ class ModelServer:
             self.disconnects += 1
             self._arrived.notify_all()
 
-    def wait_for_disconnects(self, count: int, timeout: float = 5.0) -> None:
+    def wait_for_disconnects(self, count: int, timeout: float = MARGIN) -> None:
         """Block until `count` clients have gone away mid-stream."""
         with self._arrived:
             if not self._arrived.wait_for(lambda: self.disconnects >= count, timeout):
                 raise TimeoutError(f"{self.disconnects} of {count} disconnects in {timeout} s")
 
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> None:
+    def wait_for_requests(self, count: int, timeout: float = MARGIN) -> None:
         """Block until `count` requests have arrived; from async code, in a thread:
         `await asyncio.to_thread(server.wait_for_requests, 1)`."""
         with self._arrived:

@@ -108,7 +108,7 @@ def start(
 def stop(server: Server, sig: int = signal.SIGTERM) -> None:
     server.process.send_signal(sig)
     try:
-        server.process.wait(timeout=60)
+        server.process.wait(timeout=300)
     except subprocess.TimeoutExpired:
         server.process.kill()
         raise AssertionError("loopstate serve did not stop within 60 s") from None

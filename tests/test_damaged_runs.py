@@ -172,7 +172,7 @@ def served(client: httpx.Client) -> None:
         """the healthy run finished beside a damaged ready one"""
         return bool(client.get("/api/runs/ok-1").json()["status"] == "done")
 
-    wait_for(done, within=30)
+    wait_for(done)
 
 
 @pytest.mark.slow

@@ -138,7 +138,7 @@ async def test_an_expiry_and_a_decision_racing_from_two_processes_give_one_outco
             assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.flush()
-        outcomes = [c.communicate(timeout=60)[0].strip() for c in (expirer, approver)]
+        outcomes = [c.communicate(timeout=300)[0].strip() for c in (expirer, approver)]
     assert outcomes.count("applied") == 1, outcomes
     assert set(outcomes) - {"applied"} <= {"none due", "AlreadyDecided", "RunBusy"}
     (queued,) = (await store.load(waiting.run_id)).inbox  # exactly one decision recorded

@@ -88,7 +88,7 @@ def test_ctrl_c_mid_run_prints_one_line_and_the_run_resumes(tmp_path: Path) -> N
         child = pexpect.spawn(sys.executable, ["-m", "loopstate", "demo", "--suspend",
                                                "--model", "openai/test-model"],
                               cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60)  # fmt: skip
-        server.wait_for_requests(1, timeout=60)
+        server.wait_for_requests(1)
         child.sendintr()
         out = finished(child)
     assert child.exitstatus == 130

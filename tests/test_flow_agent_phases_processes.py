@@ -92,7 +92,7 @@ async def test_a_flow_killed_mid_phase_resumes_the_same_child_run(tmp_path: Path
             await asyncio.sleep(0.05)
         os.kill(process.pid, signal.SIGKILL)
     finally:
-        process.wait(timeout=30)
+        process.wait(timeout=300)
     store = SQLiteStore(tmp_path / "runs.db")
     stored = await store.load("gauntlet-1")
     assert stored.flow is not None

@@ -76,7 +76,7 @@ async def test_a_worker_resumes_a_run_in_one_round_trip_per_save_and_three_more(
     stop, worker = asyncio.Event(), Worker(agent, poll_s=0.05, deadlines_every_s=None)
     before = counted.round_trips
     serving = asyncio.create_task(worker.serve(stop))
-    await wait_until_ended(observer, runs, within=60.0)
+    await wait_until_ended(observer, runs)
     stop.set()
     await serving
     resumed = counted.round_trips - before
@@ -117,7 +117,7 @@ async def test_a_waiting_worker_is_woken_by_a_decision_not_by_its_poll(
     serving = asyncio.create_task(worker.serve(stop))
     await until(lambda: worker.claims >= 1)  # it looked once (listening), found nothing: waits
     await queue_decision(store, "r", suspended.pending[0].call_id, Approve(), actor="t")
-    await wait_until_ended(store, 1, within=60.0)
+    await wait_until_ended(store, 1)
     stop.set()
     await serving
     assert worker.claims >= 2

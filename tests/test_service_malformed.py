@@ -221,7 +221,7 @@ def launch(tmp: Path, *args: str, **env: str) -> tuple[subprocess.Popen[bytes], 
         except httpx.TransportError:
             return False
 
-    wait_for(up, within=30)
+    wait_for(up)
     return process, url, log
 
 

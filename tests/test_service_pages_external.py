@@ -45,7 +45,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             return False
 
     try:
-        wait_for(up, within=30)
+        wait_for(up)
         yield running
     finally:
         if process.poll() is None:

@@ -51,7 +51,7 @@ def test_two_servers_on_one_store_continue_each_run_once(db: str, tmp_path: Path
             runs = clients[1].get("/api/runs", params={"status": "done", "limit": 100}).json()
             return len(runs["items"]) == 10
 
-        wait_for(all_done, within=30)
+        wait_for(all_done)
         charges = sorted(line.split()[0] for line in fx.read_text().splitlines())
         assert charges == sorted(run_ids)
     finally:
@@ -108,7 +108,7 @@ def test_the_demo_serves_its_waiting_write_in_the_inbox(tmp_path: Path) -> None:
                 except httpx.TransportError:
                     return []
 
-            [item] = wait_for(waiting, within=30)
+            [item] = wait_for(waiting)
             assert item["tool"] == "write"
             assert item["arguments"]["path"] == "notes.md"
             assert "-The agent loop is drivn by" in item["diff"]  # what approving will do

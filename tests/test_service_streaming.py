@@ -40,7 +40,7 @@ def served_run(tmp_path: Path, model: ModelServer, option: str) -> tuple[Server,
                 run: dict[str, Any] = client.get(f"/api/runs/{run_id}").json()
                 return run if run["status"] == "done" else None
 
-            assert wait_for(done, within=60)["output"] == "shipped"
+            assert wait_for(done)["output"] == "shipped"
     finally:
         stop(server)
     return server, server.log.read_text()

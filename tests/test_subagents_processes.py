@@ -111,7 +111,7 @@ async def test_a_parent_killed_mid_delegation_resumes_the_same_child_run(tmp_pat
             await asyncio.sleep(0.05)
         os.kill(child.pid, signal.SIGKILL)
     finally:
-        child.wait(timeout=30)
+        child.wait(timeout=300)
     store = SQLiteStore(tmp_path / "runs.db")
     stored = await store.load("parent-1")
     child_id = stored.calls[0].child_run_id

@@ -43,7 +43,7 @@ async def serve_until(worker: Worker, store: Store, ended: int) -> None:
     stop = asyncio.Event()
     serving = asyncio.create_task(worker.serve(stop))
     try:
-        await wait_until_ended(store, ended, within=20.0)
+        await wait_until_ended(store, ended)
     finally:
         stop.set()
         await asyncio.wait_for(serving, 20.0)

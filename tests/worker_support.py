@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from support import forking
+from support.waiting import MARGIN
 
 from loopstate import Store
 
@@ -30,7 +31,7 @@ def loopstate_process(*args: str, effects: Path, log: Path, **env: str) -> subpr
         )
 
 
-async def wait_until_ended(store: Store, count: int, *, within: float) -> None:
+async def wait_until_ended(store: Store, count: int, *, within: float = MARGIN) -> None:
     """Until `count` runs have ended (done, failed or aborted), or fail after `within` seconds."""
     deadline = time.monotonic() + within
     while True:
