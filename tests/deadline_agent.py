@@ -29,6 +29,14 @@ def clock() -> float:
     return float(Path(os.environ["LOOPSTATE_TEST_CLOCK"]).read_text())
 
 
+def set_clock(path: Path, seconds: float) -> None:
+    """Move the clock in `path` to `seconds` atomically: a worker process reading it at that
+    moment sees the old time or the new, never a file truncated by `write_text`."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text(str(seconds))
+    os.replace(fresh, path)
+
+
 @tool(needs_approval=True, decide_within=timedelta(seconds=2), on_expiry=Deny("no answer in time"))
 def send(to: str) -> str:
     """Send the report."""

@@ -41,7 +41,7 @@ from loopstate.engine.operations import queue_decision
 def clock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The agents' clock, at 1000 s."""
     path = tmp_path / "clock"
-    path.write_text("1000")
+    deadline_agent.set_clock(path, 1000)
     monkeypatch.setenv("LOOPSTATE_TEST_CLOCK", str(path))
     return path
 
@@ -54,7 +54,7 @@ async def test_an_expired_call_is_denied_once_with_actor_deadline_and_the_model_
     (pending,) = waiting.pending
     assert pending.deadline == 1002.0  # stored with the call, on the run's clock
     assert await expire_due(agent.store, clock=deadline_agent.clock) == 0  # not yet due
-    clock_file.write_text("1002")
+    deadline_agent.set_clock(clock_file, 1002)
     assert await expire_due(agent.store, clock=deadline_agent.clock) == 1
     assert await expire_due(agent.store, clock=deadline_agent.clock) == 0  # applied once
     (queued,) = (await agent.store.load(waiting.run_id)).inbox
@@ -78,7 +78,7 @@ async def test_a_decision_before_the_expiry_wins_and_the_expiry_is_refused(
     agent = deadline_agent.agent()
     waiting = await agent.run("send the report")
     await queue_decision(agent.store, waiting.run_id, "c1", Approve(), actor="person")
-    clock_file.write_text("1005")
+    deadline_agent.set_clock(clock_file, 1005)
     assert await expire_due(agent.store, clock=deadline_agent.clock) == 0
     done = await agent.resume(waiting.run_id)
     assert done.output == "told: sent to bob"
@@ -98,7 +98,7 @@ async def test_abort_and_escalate_on_expiry(clock_file: Path) -> None:
     escalating = Agent(ScriptedModel([call("wire", {"amount": 7})]), [escalated], store=store,
                        clock=deadline_agent.clock)  # fmt: skip
     second = await escalating.run("pay")
-    clock_file.write_text("1010")
+    deadline_agent.set_clock(clock_file, 1010)
     assert await expire_due(store, clock=deadline_agent.clock) == 2
     aborted = await aborting.resume(first.run_id)
     assert (aborted.status, aborted.stop_reason) == ("aborted", "aborted: nobody answered")
@@ -130,7 +130,7 @@ async def test_an_expiry_and_a_decision_racing_from_two_processes_give_one_outco
     db = tmp_path / "runs.db"
     store = SQLiteStore(db)
     waiting = await deadline_agent.agent(store).run("send the report")
-    clock_file.write_text("1003")
+    deadline_agent.set_clock(clock_file, 1003)
     expirer = race_child(db, "expire", waiting.run_id)
     approver = race_child(db, "approve", waiting.run_id)
     with expirer, approver:
@@ -172,7 +172,7 @@ async def test_a_worker_process_applies_a_deadline_across_a_restart(
     second = loopstate_process(*args, effects=tmp_path / "fx", log=log, **env)
     try:
         await until(lambda: serving(2))
-        clock_file.write_text("1002.5")
+        deadline_agent.set_clock(clock_file, 1002.5)
 
         async def finished() -> bool:
             """the worker expired the call and resumed the run to its end"""

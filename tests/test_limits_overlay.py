@@ -19,7 +19,7 @@ from loopstate.engine.models.scripted import call
 def clock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The deadline agent's clock, at 1000 s."""
     path = tmp_path / "clock"
-    path.write_text("1000")
+    deadline_agent.set_clock(path, 1000)
     monkeypatch.setenv("LOOPSTATE_TEST_CLOCK", str(path))
     return path
 
@@ -37,7 +37,7 @@ async def test_a_stored_runs_overlay_shows_its_expired_approval(
     store = SQLiteStore(db)
     agent = deadline_agent.agent(store)
     waiting = await agent.run("send the report")
-    clock_file.write_text("1002")
+    deadline_agent.set_clock(clock_file, 1002)
     assert await expire_due(store, clock=deadline_agent.clock) == 1
     done = await agent.resume(waiting.run_id)
     assert done.status == "done"
