@@ -5,12 +5,13 @@ refuses, on every store; used once when two deciders race."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import worker_agent
 from pg_wire import Wire, counting_proxy
+from support import stores
 from support.waiting import until
 from worker_support import wait_until_ended
 
@@ -20,10 +21,8 @@ from loopstate import (
     Approve,
     Deny,
     Edit,
-    MemoryStore,
     PostgresStore,
     ScriptedModel,
-    SQLiteStore,
     Store,
 )  # fmt: skip
 from loopstate.engine.clock import system_clock
@@ -52,19 +51,8 @@ def wire(postgres_dsn: str) -> Iterator[tuple[str, Wire]]:
         yield proxied
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param == "sqlite":
-        sqlite = SQLiteStore(tmp_path / "runs.db")
-        yield sqlite
-        sqlite.close()
-        return
-    postgres = PostgresStore(request.getfixturevalue("postgres_dsn"))
-    yield postgres
-    await postgres.close()
+handles = stores.handles  # the fixtures: memory, SQLite and PostgreSQL stores
+store = stores.store
 
 
 async def waiting(store: Store, run_id: str) -> tuple[str, str]:

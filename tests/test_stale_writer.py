@@ -5,32 +5,20 @@ stored state, applying the decision, and its tool runs once."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import worker_agent
+from support import stores
 
-from loopstate import Approve, MemoryStore, PostgresStore, SQLiteStore, Store
+from loopstate import Approve, Store
 from loopstate.engine.clock import system_clock
 from loopstate.engine.errors import RunBusy
 from loopstate.engine.operations import queue_decision, record_decision
 from loopstate.engine.store import ready
 
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param == "sqlite":
-        sqlite = SQLiteStore(tmp_path / "runs.db")
-        yield sqlite
-        sqlite.close()
-        return
-    postgres = PostgresStore(request.getfixturevalue("postgres_dsn"))
-    yield postgres
-    await postgres.close()
+handles = stores.handles  # the fixtures: memory, SQLite and PostgreSQL stores
+store = stores.store
 
 
 @pytest.mark.parametrize("path", ["one step", "checked"])
