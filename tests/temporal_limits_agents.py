@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from support.waiting import until
 from temporal_agents import Desk
 from temporal_support import connect
-from temporalio.worker import Replayer
+from temporalio import workflow
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 
 from loopstate import (
     Agent,
@@ -41,6 +43,8 @@ from loopstate.temporal import (
     agent_worker,
     data_converter,
 )
+from loopstate.temporal.activities import complete_model, run_tool
+from loopstate.temporal.catalog import serve
 from loopstate.temporal.worker import sandbox_runner
 
 NO_ETC = Rule(name="no-etc", tools=["write_note"], arguments={"path": "/etc/*"}, forbid=True,
@@ -177,6 +181,26 @@ async def served(
     runs = TemporalRuns(client, task_queue=queue or f"q-{uuid.uuid4().hex[:8]}")
     async with agent_worker(client, agents(workdir), task_queue=runs.task_queue):
         yield runs
+
+
+@asynccontextmanager
+async def served_before_patches(address: str, workdir: Path) -> AsyncIterator[TemporalRuns]:
+    """As `served`, by a worker from before the patches: `workflow.patched` answers False, as
+    for a history without a patch's marker (the unsandboxed runner sees the patched function)."""
+    client = await connect(address)
+    serve(agents(workdir))
+    runs = TemporalRuns(client, task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    before = Worker(
+        client,
+        task_queue=runs.task_queue,
+        workflows=[AgentWorkflow],
+        activities=[complete_model, run_tool],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda _id: False)
+        async with before:
+            yield runs
 
 
 async def state_is(runs: TemporalRuns, run_id: str, name: str) -> RunState:

@@ -4,19 +4,12 @@ same child run; a history from before children rested replays as it ran."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
-from temporal_limits_agents import agents, replays, served, state_is
-from temporal_support import connect
-from temporalio import workflow
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporal_limits_agents import replays, served, served_before_patches, state_is
 
 from loopstate import Budget, RunNotResumable
-from loopstate.temporal import AgentWorkflow, TemporalRuns
-from loopstate.temporal.activities import complete_model, run_tool
-from loopstate.temporal.catalog import serve
 
 
 async def test_a_sub_agents_child_workflow_at_the_budget_rests_with_its_parent_and_goes_on_raised(
@@ -61,25 +54,13 @@ async def test_a_child_that_failed_at_the_budget_before_it_rested_replays_as_it_
 ) -> None:
     """A worker from before children rested at the budget (`workflow.patched` False): the
     child failed and its parent's call with it; today's code replays both histories."""
-    client = await connect(temporal_address)
-    serve(agents(tmp_path))
-    runs = TemporalRuns(client, task_queue=f"q-{uuid.uuid4().hex[:8]}")
-    before = Worker(
-        client,
-        task_queue=runs.task_queue,
-        workflows=[AgentWorkflow],
-        activities=[complete_model, run_tool],
-        workflow_runner=UnsandboxedWorkflowRunner(),  # sees the patched `workflow.patched`
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda _id: False)
-        async with before:
-            run_id = await runs.start("treed_tight", "research")
-            stopped = await state_is(runs, run_id, "budget_exceeded")
-            [call] = stopped.batch
-            assert call.child_run_id is not None
-            child = await runs.result(call.child_run_id)
-            await runs.abort(run_id, "done testing")
+    async with served_before_patches(temporal_address, tmp_path) as runs:
+        run_id = await runs.start("treed_tight", "research")
+        stopped = await state_is(runs, run_id, "budget_exceeded")
+        [call] = stopped.batch
+        assert call.child_run_id is not None
+        child = await runs.result(call.child_run_id)
+        await runs.abort(run_id, "done testing")
     assert call.status == "failed"  # the old way: its child failed, and the call with it
     assert child.status == "failed"
     assert child.transitions[-1].target == "failed"  # ended, not resting

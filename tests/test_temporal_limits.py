@@ -15,19 +15,11 @@ from pathlib import Path
 import pytest
 from support import forking
 from support.waiting import until
-from temporal_limits_agents import agents, replays, served, state_is
-from temporal_support import connect, wait_pending
-from temporalio import workflow
+from temporal_limits_agents import replays, served, served_before_patches, state_is
+from temporal_support import wait_pending
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from loopstate import ApprovalRequest, Budget, DecisionError, RunNotResumable, RunResult
-from loopstate.temporal import (
-    AgentWorkflow,
-    TemporalRuns,
-)
-from loopstate.temporal.activities import complete_model, run_tool
-from loopstate.temporal.catalog import serve
 
 USER = getpass.getuser()
 DENIED = "Denied: the reviewer did not allow this call. Reason:"
@@ -317,23 +309,11 @@ async def test_a_run_that_waited_on_a_deadline_before_the_timers_replays_without
     """A worker from before deadline timers (`workflow.patched` answers False, as for a
     history without the patch's marker) records a waiting run with no timer; today's code
     replays it: it makes no timer that history never had."""
-    client = await connect(temporal_address)
-    serve(agents(tmp_path))
-    runs = TemporalRuns(client, task_queue=f"q-{uuid.uuid4().hex[:8]}")
-    before = Worker(
-        client,
-        task_queue=runs.task_queue,
-        workflows=[AgentWorkflow],
-        activities=[complete_model, run_tool],
-        workflow_runner=UnsandboxedWorkflowRunner(),  # sees the patched `workflow.patched`
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda _id: False)
-        async with before:
-            run_id = await runs.start("deadline", "publish hi")
-            await wait_pending(runs, run_id)
-            await runs.approve(run_id, "pub_1")
-            result = await runs.result(run_id)
+    async with served_before_patches(temporal_address, tmp_path) as runs:
+        run_id = await runs.start("deadline", "publish hi")
+        await wait_pending(runs, run_id)
+        await runs.approve(run_id, "pub_1")
+        result = await runs.result(run_id)
     assert result.output == "final: published 'hi'"
     history = (await runs.client.get_workflow_handle(run_id).fetch_history()).events
     assert not any(e.HasField("timer_started_event_attributes") for e in history)
