@@ -21,6 +21,7 @@ from model_server import (
     text_reply,
     tool_call_reply,
 )
+from support.listening import Listener
 from test_openai_thin_path import READ_FILE, _history
 from thin_support import Counting, same_outcome, wire
 
@@ -46,20 +47,6 @@ STREAMS = {
         )
     ),
 }
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Any, ...]] = []
-
-    async def text(self, text: str) -> None:
-        self.seen.append(("text", text))
-
-    async def tool_call(self, index: int, cid: str | None, name: str | None, args: str) -> None:
-        self.seen.append(("call", index, cid, name, args))
-
-    def new_attempt(self) -> None:
-        raise AssertionError("no retry here")
 
 
 async def _streams(

@@ -14,6 +14,7 @@ import provider_replies as pr
 import pytest
 import sse
 from model_server import Reply, cut_stream, raw_reply, raw_stream, serve, text_reply
+from support.listening import Listener
 from test_provider_path import PROVIDERS as COMPATIBLE
 from thin_support import Counting, same_outcome, wire
 
@@ -28,20 +29,6 @@ READ_FILE = ToolDefinition(
     description="Read a file from the workspace.",
     parameters={"type": "object", "properties": {"path": {"type": "string"}}},
 )
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Any, ...]] = []
-
-    async def text(self, text: str) -> None:
-        self.seen.append(("text", text))
-
-    async def tool_call(self, index: int, cid: str | None, name: str | None, args: str) -> None:
-        self.seen.append(("call", index, cid, name, args))
-
-    def new_attempt(self) -> None:
-        raise AssertionError("no retry here")
 
 
 def anthropic_stream(body: dict[str, Any], *, finish: bool = True) -> Reply:
