@@ -39,6 +39,10 @@ FREE = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONWARNINGS")
 "error"); any other change of PYTHON* or LITELLM* needs a fresh interpreter (they act at
 start-up or import)."""
 ACTIONS = {"default", "error", "ignore", "always", "module", "once"}
+IMPORT_DEFAULTS = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+"""What loopstate sets, when unset, before it imports litellm (`_import_litellm`): the server
+imported with it, and so would a fresh child. A test process that imported litellm itself has
+it in its environment from then on; its children are still the server's."""
 
 
 class Popen(subprocess.Popen[Any]):
@@ -130,7 +134,8 @@ def _forkable(args: Any, env: dict[str, str]) -> list[str] | None:
     if not set(env.get("PYTHONWARNINGS", "ignore").split(",")) <= ACTIONS:
         return None
     names = {name for name in {*env, *SERVER_ENV} if name.startswith(("PYTHON", "LITELLM"))}
-    if any(env.get(name) != SERVER_ENV.get(name) for name in names - set(FREE)):
+    wanted, served = {**IMPORT_DEFAULTS, **env}, {**IMPORT_DEFAULTS, **SERVER_ENV}
+    if any(wanted.get(name) != served.get(name) for name in names - set(FREE)):
         return None
     return [arg if isinstance(arg, str) else os.fsdecode(arg) for arg in argv[1:]]
 
