@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,14 @@ if TYPE_CHECKING:
     from support.wheel import InstalledWheel
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Temporal's Python worker fails a workflow task whose activation has not yielded within 2 s
+# ("[TMPRL1101] Potential deadlock detected"): a bet on the machine's speed that a starved
+# machine loses (a test failed so beside another suite). TEMPORAL_DEBUG turns that detector
+# off (the sandbox stays) for every worker the tests start: in this process, and in the child
+# processes, which inherit this environment (the fork server too: set before it starts).
+# The library's own default is left alone: a deployment keeps its deadlock detector.
+os.environ["TEMPORAL_DEBUG"] = "1"
 
 from support.parallel import ModuleFixtureScheduling, once_per_run
 
