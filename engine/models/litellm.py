@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopstate.engine.errors import ModelError
@@ -96,19 +96,34 @@ class LiteLLMModel:
         return f"LiteLLMModel({self._name!r}, {shown})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._call(request, None)
+
+    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
+        """`complete`, streamed: deltas reported as they arrive, the same reply returned
+        (with usage and cost). A truncated, dropped or stalled stream is a `ModelError`."""
+        return await self._call(request, listener)
+
+    async def _call(self, request: ModelRequest, listener: DeltaListener | None) -> ModelResponse:
+        """The call through the fast path if it can make it, else through litellm (whose
+        request of a shape the fast path keeps, to make the next call of that shape)."""
         litellm = _import_litellm()
         path = self._fast(self._fast_path)
         if path is not None:
-            reply = await self._fast_call(path.complete(request, self.origin, self._name))
+            reply = await self._fast_call(path, request, listener)
             if reply is not None:
                 return reply
-        arguments = self._arguments(request)
-        with self._capturing() as captured:
-            try:
-                raw = await litellm.acompletion(**arguments)
-            except Exception as exc:  # not CancelledError: a BaseException
-                raise model_error(exc, self._name) from exc
-        reply = read_reply(raw, self.origin)
+            path = path if self._fast_on else None
+        arguments = self._arguments(request, path)
+        raw = None  # litellm's reply of a plain call
+        with nullcontext([]) if path is None else path.capturing() as captured:
+            if listener is not None:
+                reply = await stream_reply(litellm, arguments, self.origin, listener, self.stall_s)
+            else:
+                try:
+                    raw = await litellm.acompletion(**arguments)
+                except Exception as exc:  # not CancelledError: a BaseException
+                    raise model_error(exc, self._name) from exc
+                reply = read_reply(raw, self.origin)
         if path is not None and self._fast_on:
             self._fast(lambda: path.remember(request, captured, raw))
         return reply
@@ -124,11 +139,15 @@ class LiteLLMModel:
             self._disable(exc)
             return None
 
-    async def _fast_call(self, call: Awaitable[T]) -> T | None:
-        """The fast path's call: its reply; its provider's failure as a `ModelError`; None
-        (the call goes through litellm) when it failed any other way."""
+    async def _fast_call(
+        self, path: ProviderPath, request: ModelRequest, listener: DeltaListener | None
+    ) -> ModelResponse | None:
+        """The fast path's reply; its provider's failure as a `ModelError`; None (the call
+        goes through litellm) when the path cannot make the call or failed any other way."""
         try:
-            return await call
+            if listener is None:
+                return await path.complete(request)
+            return await path.stream(request, listener, self.stall_s)
         except ModelError:
             raise
         except Exception as exc:
@@ -143,28 +162,6 @@ class LiteLLMModel:
         self._path = None
         reason = f"{type(exc).__name__}: {exc}"
         get_logger().warning("fast_path_disabled", model=self._name, reason=reason)
-
-    def _capturing(self) -> AbstractContextManager[list[Any]]:
-        """What litellm sends through the fast path's client, recorded (its template)."""
-        path = self._path if self._fast_on else None
-        return nullcontext([]) if path is None else path.capturing()
-
-    async def stream(self, request: ModelRequest, listener: DeltaListener) -> ModelResponse:
-        """`complete`, streamed: deltas reported as they arrive, the same reply returned
-        (with usage and cost). A truncated, dropped or stalled stream is a `ModelError`."""
-        litellm = _import_litellm()
-        path = self._fast(self._fast_path)
-        if path is not None:
-            reply = await self._fast_call(path.stream(request, self.origin, listener, self.stall_s))
-            if reply is not None:
-                return reply
-        with self._capturing() as captured:
-            reply = await stream_reply(
-                litellm, self._arguments(request), self.origin, listener, self.stall_s
-            )
-        if path is not None and self._fast_on:
-            self._fast(lambda: path.remember_stream(request, captured))
-        return reply
 
     @property
     def origin(self) -> Origin:
@@ -197,12 +194,11 @@ class LiteLLMModel:
             self._path = provider_path(litellm, self._name, self.origin, self.settings)
         return self._path
 
-    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+    def _arguments(self, request: ModelRequest, path: ProviderPath | None) -> dict[str, Any]:
         arguments: dict[str, Any] = dict(self.settings)
         if "num_retries" not in arguments and "max_retries" not in arguments:
             arguments["num_retries"] = 0
         arguments["model"] = self._name
-        path = self._fast(self._fast_path)
         if path is not None:  # litellm posts through the fast path's client (recorded)
             arguments["client"] = path.handler
         arguments["messages"] = provider_messages(request.messages, self.origin)

@@ -37,7 +37,7 @@ def model_error(exc: Exception, model: str) -> ModelError:
         body if isinstance(body, dict) else _json_in(str(getattr(exc, "message", "") or exc))
     )
     kind, error_type = type(exc).__name__, None
-    if kind == "Timeout":
+    if kind == "Timeout" or _named(exc, {"TimeoutException"}):  # litellm's; httpx's
         status, error_type = None, "timeout"
     elif kind == "APIConnectionError" or (headers is None and not error and status in (None, 500)):
         status, error_type = None, _unanswered(exc)
@@ -86,11 +86,16 @@ def _unanswered(exc: BaseException) -> str:
     for link in causes(exc):
         if type(link).__module__.split(".")[0] == "litellm":
             continue  # litellm's wrappers: the cause is further down, if anywhere
-        if {c.__name__ for c in type(link).__mro__} & _NO_REPLY:
+        if _named(link, _NO_REPLY):
             return "connection"
         if type(link).__name__ == "OpenAIError":  # the SDK's own base: raised before sending
             return "configuration"
     return "bad_response"
+
+
+def _named(exc: BaseException, names: set[str] | frozenset[str]) -> bool:
+    """Whether a class of one of `names` is in `exc`'s own hierarchy."""
+    return any(c.__name__ in names for c in type(exc).__mro__)
 
 
 def causes(exc: BaseException) -> list[BaseException]:

@@ -39,7 +39,7 @@ from loopstate.engine.models.litellm_contract import (
     output_limit_reply,
     response_cost,
 )
-from loopstate.engine.models.litellm_errors import status_error
+from loopstate.engine.models.litellm_errors import model_error, status_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.provider_history import Histories
 from loopstate.engine.models.provider_plain import (
@@ -217,17 +217,13 @@ class ProviderPath:
         )
 
     def remember(self, request: ModelRequest, captured: list[Any], raw: Any) -> None:
-        """Keep litellm's request for `request` as its shape's template, if the reply is
+        """Keep litellm's request for `request` (`captured`) as its shape's template: of a
+        streamed call (`raw` None), or of a plain one whose reply (`raw`, litellm's) is
         priced here as litellm priced it."""
-        if raw is not None and self.cost(raw) != response_cost(raw):
-            return
-        self._keep(request, captured, streamed=False)
-
-    def remember_stream(self, request: ModelRequest, captured: list[Any]) -> None:
-        self._keep(request, captured, streamed=True)
-
-    def _keep(self, request: ModelRequest, captured: list[Any], *, streamed: bool) -> None:
+        streamed = raw is None
         if len(captured) != 1 or not self._admits(request):
+            return
+        if not streamed and self.cost(raw) != response_cost(raw):
             return
         sent: httpx.Request = captured[0]
         body = json.loads(sent.content)
@@ -260,19 +256,17 @@ class ProviderPath:
             return None
         return template.build(self.client, fields)
 
-    async def complete(
-        self, request: ModelRequest, origin: Origin, name: str
-    ) -> ModelResponse | None:
+    async def complete(self, request: ModelRequest) -> ModelResponse | None:
         """The call's reply, or None: it must go through litellm."""
         made = self._request(request, streamed=False)
         if made is None:
             return None
         sending, body = made
         response = await self.send(sending, stream=False, body=body)
-        return self._read(response, body, origin)
+        return self._read(response, body, self._origin)
 
     async def stream(
-        self, request: ModelRequest, origin: Origin, listener: DeltaListener, stall_s: float
+        self, request: ModelRequest, listener: DeltaListener, stall_s: float
     ) -> ModelResponse | None:
         """The streamed reply, or None: it must go through litellm."""
         made = self._request(request, streamed=True)
@@ -280,7 +274,7 @@ class ProviderPath:
             return None
         from loopstate.engine.models.provider_stream import stream_reply
 
-        return await stream_reply(self, *made, origin, listener, stall_s)
+        return await stream_reply(self, *made, self._origin, listener, stall_s)
 
     async def send(
         self, request: httpx.Request, *, stream: bool, body: dict[str, Any] | None = None
@@ -289,14 +283,8 @@ class ProviderPath:
         (but the 400 litellm makes an empty reply of, for a call's `body`)."""
         try:
             response = await self.client.send(request, stream=stream)
-        except httpx.TimeoutException as exc:
-            message = f"model {self._name} failed: Timeout: {exc}"
-            raise ModelError(message, error_type="timeout") from exc
-        except httpx.TransportError as exc:
-            raise ModelError(
-                f"model {self._name} failed: {type(exc).__name__}: {exc}",
-                error_type="connection",
-            ) from exc
+        except httpx.TransportError as exc:  # a timeout, a failed connection
+            raise model_error(exc, self._name) from exc
         if response.status_code >= 400:
             if stream:
                 await response.aread()
