@@ -73,12 +73,13 @@ def _ended_early(exc: BaseException) -> bool:
 
 async def read_chunks(
     stream: AsyncIterable[Any], listener: DeltaListener, model: str, stall_s: float,
-    failed: Callable[[Exception, int], BaseException],
+    failed: Callable[[Exception, int], BaseException], fresh: Callable[[], bool] = lambda: True,
 ) -> tuple[list[Any], bool]:  # fmt: skip
     """The chunks of litellm's `stream` (its iterators' `[DONE]` markers, dicts, skipped),
-    their deltas reported as they arrive, and whether one carried the finish reason. No chunk
-    for `stall_s` seconds is a stall; any other failure is raised as what `failed` makes of it
-    and the number of chunks read (`failed` may give the failure itself back: raised as is)."""
+    their deltas reported as they arrive (those `fresh` says are new), and whether one
+    carried the finish reason. No chunk for `stall_s` seconds is a stall; any other failure
+    is raised as what `failed` makes of it and the number of chunks read (`failed` may give
+    the failure itself back: raised as is)."""
     chunks: list[Any] = []
     finished = False
     loop = asyncio.get_running_loop()
@@ -89,7 +90,7 @@ async def read_chunks(
                 if isinstance(chunk, dict):
                     continue
                 chunks.append(chunk)
-                finished = await report(chunk, listener) or finished
+                finished = await report(chunk, listener if fresh() else None) or finished
                 deadline.reschedule(loop.time() + stall_s)
     except TimeoutError as exc:
         if not deadline.expired():
@@ -105,11 +106,13 @@ async def read_chunks(
     return chunks, finished
 
 
-async def report(chunk: Any, listener: DeltaListener) -> bool:
-    """Report one chunk's deltas; whether it carries the finish reason."""
+async def report(chunk: Any, listener: DeltaListener | None) -> bool:
+    """Report one chunk's deltas (to `listener`, if any); whether it carries the finish reason."""
     choices = getattr(chunk, "choices", None)
     if not choices:
         return False  # the usage chunk
+    if listener is None:
+        return choices[0].finish_reason is not None
     delta = choices[0].delta
     text = getattr(delta, "content", None)
     if text:

@@ -26,7 +26,7 @@ from loopstate.engine.model import ModelResponse
 from loopstate.engine.models.litellm_contract import response_cost, stream_iterator
 from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
-from loopstate.engine.models.litellm_stream import assemble, report, stalled, truncated
+from loopstate.engine.models.litellm_stream import assemble, read_chunks, stalled, truncated
 from loopstate.engine.models.provider_plain import (
     ANTHROPIC_FINISH,
     Rates,
@@ -158,41 +158,28 @@ async def _read(
 ) -> tuple[list[Any], bool]:  # fmt: skip
     """The chunks litellm's iterator makes of the stream (from its start), the deltas of the
     lines past the first `reported` reported; and whether one carried the finish reason."""
-    chunks: list[Any] = []
-    finished = False
-    loop = asyncio.get_running_loop()
-    deadline = asyncio.timeout(stall_s)
+
+    def failed(exc: Exception, read: int) -> BaseException:
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, httpx.TransportError) or isinstance(status, int):
+            return model_error(exc, model)  # the provider's or the network's
+        if read or reported:  # litellm makes the call again: what was reported is void
+            listener.new_attempt()
+        return exc  # not the provider's: the fast path is turned off (`LiteLLMModel`)
+
     try:
-        async with deadline:
-            async for chunk in stream_iterator(path.contract(), path.provider, lines.again()):
-                if isinstance(chunk, dict):
-                    continue  # the iterator's marker of the stream's `[DONE]`, no chunk
-                chunks.append(chunk)
-                if lines.given > reported:
-                    finished = await report(chunk, listener) or finished
-                else:
-                    choices = getattr(chunk, "choices", None)
-                    finished = finished or bool(choices and choices[0].finish_reason)
-                deadline.reschedule(loop.time() + stall_s)
-    except (asyncio.CancelledError, ModelError):
-        raise
-    except (TimeoutError, httpx.TransportError) as exc:
-        raise _failed(exc, deadline, model, stall_s, f"after {len(chunks)} chunks") from exc
+        chunks = stream_iterator(path.contract(), path.provider, lines.again())
     except Exception as exc:
-        if not isinstance(getattr(exc, "status_code", None), int):
-            if chunks or reported:  # litellm makes the call again: what was reported is void
-                listener.new_attempt()
-            raise  # not the provider's: the fast path is turned off (`LiteLLMModel`)
-        raise model_error(exc, model) from exc
-    return chunks, finished
+        raise failed(exc, 0)  # noqa: B904 (`exc` itself, the attempt made void)
+    return await read_chunks(
+        chunks, listener, model, stall_s, failed, lambda: lines.given > reported
+    )
 
 
 def _failed(
     exc: Exception, deadline: asyncio.Timeout, model: str, stall_s: float, when: str
 ) -> ModelError:
-    if isinstance(exc, httpx.TransportError):
-        message = f"model {model} failed: {type(exc).__name__}: {exc}"
-        return ModelError(message, error_type="connection")
+    """A stall, or the connection's failure (`httpx`'s: a timeout, a dropped connection)."""
     return stalled(model, stall_s, when) if deadline.expired() else model_error(exc, model)
 
 
