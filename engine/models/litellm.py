@@ -8,7 +8,6 @@ otherwise litellm fetches its cost map from GitHub on import (and offline retrie
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -184,14 +183,13 @@ class LiteLLMModel:
         """The fast path of this model on this event loop, or None: not eligible."""
         from loopstate.engine.models.provider_path import PROVIDERS, eligible, provider_path
 
-        path = self._path
-        if path is not None and path.loop is asyncio.get_running_loop() and not path.is_closed():
-            return path
+        if self._path is not None and self._path.usable():
+            return self._path
         self._path = None
         litellm, provider = _import_litellm(), self.origin.provider
         key = self.settings.get("api_key")
         if provider in PROVIDERS and isinstance(key, str) and eligible(litellm, self.settings):
-            self._path = provider_path(litellm, self._name, self.origin, self.settings)
+            self._path = provider_path(litellm, self.origin, self.settings)
         return self._path
 
     def _arguments(self, request: ModelRequest, path: ProviderPath | None) -> dict[str, Any]:

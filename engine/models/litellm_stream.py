@@ -38,8 +38,6 @@ async def stream_reply(
         stream = await asyncio.wait_for(litellm.acompletion(**arguments), stall_s)
     except TimeoutError:
         raise stalled(model, stall_s, "before the stream began") from None
-    except ModelError:
-        raise
     except Exception as exc:
         raise model_error(exc, model) from exc
 

@@ -172,12 +172,12 @@ def _shape(request: ModelRequest, streamed: bool) -> tuple[bool, str, bool]:
 class ProviderPath:
     """The fast path of one `LiteLLMModel` of a provider in `PROVIDERS`."""
 
-    def __init__(self, litellm: Any, name: str, origin: Origin, settings: dict[str, Any]) -> None:
+    def __init__(self, litellm: Any, origin: Origin, settings: dict[str, Any]) -> None:
         self.litellm = litellm
         self._origin = origin
         self.loop = asyncio.get_running_loop()
         """An HTTP client's pool belongs to the event loop that opened it."""
-        self._name = name
+        self._name = origin.model
         self.provider = origin.provider
         self.settings = settings
         self.handler: Any
@@ -205,8 +205,10 @@ class ProviderPath:
         self.learned: dict[tuple[Any, ...], Rates | None] = {}
         """Per reply model and tier: its plain replies' rates (None: read by litellm)."""
 
-    def is_closed(self) -> bool:
-        return bool(self.client.is_closed)
+    def usable(self) -> bool:
+        """Its client is open, on the running event loop (a pool belongs to the loop that
+        opened it)."""
+        return self.loop is asyncio.get_running_loop() and not self.client.is_closed
 
     def capturing(self) -> AbstractContextManager[list[httpx.Request]]:
         return recording()
@@ -375,14 +377,12 @@ class ProviderPath:
 _PATHS: weakref.WeakValueDictionary[tuple[str, str], ProviderPath] = weakref.WeakValueDictionary()
 
 
-def provider_path(
-    litellm: Any, name: str, origin: Origin, settings: dict[str, Any]
-) -> ProviderPath:
+def provider_path(litellm: Any, origin: Origin, settings: dict[str, Any]) -> ProviderPath:
     """The fast path of models of this name and these settings on this event loop: shared by
     them (its client's pool and its templates; a service may make a model per request), held
     only while one of them holds it."""
-    key = (name, repr(sorted(settings.items(), key=lambda item: item[0])))
+    key = (origin.model, repr(sorted(settings.items(), key=lambda item: item[0])))
     path = _PATHS.get(key)
-    if path is None or path.loop is not asyncio.get_running_loop() or path.is_closed():
-        path = _PATHS[key] = ProviderPath(litellm, name, origin, settings)
+    if path is None or not path.usable():
+        path = _PATHS[key] = ProviderPath(litellm, origin, settings)
     return path
