@@ -1,6 +1,7 @@
 """Failed calls as `ModelError`s a caller can act on: the provider's real status, error type
-and message, and how long it asked to wait; from litellm's exceptions (`model_error`) or from
-the fast path's error replies (`status_error`), the same way. Duck-typed (no litellm import).
+and message, and how long it asked to wait; from litellm's exceptions and httpx's failures
+(`model_error`: the fast path's timeouts and dropped connections too) or from the fast path's
+error replies (`status_error`), the same way. Duck-typed (no litellm import).
 
 What litellm 1.106 gives (checked over real HTTP): `status_code` (Anthropic's 529
 "overloaded" arrives as 500, its body type says `overloaded_error`), the response headers in
