@@ -153,6 +153,25 @@ async def test_a_stalled_stream_fails_by_its_deadline_on_the_thin_path() -> None
         assert error.error_type == "timeout"
 
 
+@pytest.mark.parametrize("direct", [False, True])
+async def test_a_stream_slower_than_the_timeout_setting_is_a_timeout(direct: bool) -> None:
+    """The `timeout` setting bounds each read of a stream, before the stall deadline: a
+    timeout (retryable) on both paths, as litellm reports it, not a dropped connection."""
+    request = ModelRequest(messages=tuple(_history(NAME)))
+    with serve(
+        text_reply("First."), cut_stream(text_reply("Slow, then silent."), 2, "stall")
+    ) as server:
+        model = LiteLLMModel(NAME, api_base=server.openai_base, api_key="k", direct=direct,
+                             timeout=2.0, stall_s=30.0)  # fmt: skip
+        await model.stream(request, Listener())
+        listener = Listener()
+        with pytest.raises(ModelError) as caught:
+            await model.stream(request, listener)
+    assert (caught.value.error_type, caught.value.retryable) == ("timeout", True)
+    assert "stalled" not in str(caught.value)
+    assert listener.seen  # it had begun
+
+
 async def test_an_error_event_mid_stream_is_the_same_model_error() -> None:
     begun = sse.openai_events_of(pr.gemini_compat(text="Half an answer."))[:3]
     error = b'data: {"error": {"message": "The model is overloaded.", "type": "server_error"}}\n\n'
