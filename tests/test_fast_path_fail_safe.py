@@ -12,6 +12,7 @@ import provider_replies as pr
 import pytest
 import structlog
 from model_server import error_reply, raw_reply, serve, text_reply
+from support.listening import Listener
 from thin_support import Counting
 
 from loopstate.engine.errors import ModelError
@@ -110,3 +111,43 @@ def test_a_failure_caused_by_code_that_no_longer_fits_is_not_the_providers() -> 
     assert not litellm_errors.provider_failure(wrapped)
     assert litellm_errors.provider_failure(httpx.ConnectError("refused"))
     assert not litellm_errors.provider_failure(KeyError("choices"))
+
+
+class _Voided(Listener):
+    """Hears when the deltas so far are void (the call is made again), and forgets them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.voided = 0
+
+    def new_attempt(self) -> None:
+        self.voided += 1
+        self.seen.clear()
+
+
+async def test_a_contract_that_breaks_mid_stream_voids_the_deltas_and_litellm_streams_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loopstate.engine.models import provider_stream
+
+    def moved(*arguments: Any) -> Any:
+        raise AttributeError("'OpenAIGPTConfig' has no attribute 'get_model_response_iterator'")
+
+    with (
+        serve(*[text_reply(t) for t in ("first", "second", "second")]) as server,
+        Counting() as counting,
+    ):
+        model = LiteLLMModel(NAMES["openai"], api_base=server.openai_base, api_key="k")
+        await model.stream(ASK, Listener())  # through litellm: the shape's template
+        # The fast path reports the deltas, then checks its first plain stream with litellm's
+        # iterator, whose name is gone, as after an upgrade that moved it.
+        monkeypatch.setattr(provider_stream, "stream_iterator", moved)
+        listener = _Voided()
+        with structlog.testing.capture_logs() as logs:
+            reply = await model.stream(ASK, listener)
+    assert reply.message.content == "second"
+    assert listener.voided == 1  # what the fast path reported, then litellm's stream
+    assert "".join(str(delta[1]) for delta in listener.seen) == "second"
+    assert counting.reached == 2
+    (line,) = _disabled(logs)
+    assert line["reason"].startswith("AttributeError")
