@@ -5,7 +5,8 @@ Anthropic: the extended-thinking-with-tools example of Anthropic's docs and cook
 (`thinking` with `signature`, `redacted_thinking` with `data`, then text and `tool_use`;
 usage with cache fields). DeepSeek: deepseek-reasoner's thinking mode with tools (docs'
 "thinking_mode" guide: `reasoning_content` beside `tool_calls`, `call_00_` ids, cache-hit
-usage). Groq: gpt-oss with `reasoning_format=parsed` (`reasoning`, `service_tier`, `x_groq`).
+usage). Groq: gpt-oss with `reasoning_format=parsed` (`reasoning`, `service_tier`, `x_groq`, the
+usage's timings and reasoning tokens, `usage_breakdown`).
 OpenAI: chat completions with prompt caching and reasoning (the usage block of OpenAI's prompt
 caching guide: `cached_tokens`, `reasoning_tokens`, `audio_tokens`, prediction tokens;
 `service_tier`, `system_fingerprint`). Gemini's OpenAI-compatible endpoint: empty call ids and
@@ -153,14 +154,15 @@ def groq(reasoning: str, *calls: dict[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "reasoning": reasoning}
     if calls:
         message["tool_calls"] = list(calls)
-    usage = {"prompt_tokens": 90, "completion_tokens": 40, "total_tokens": 130}
+    usage = {
+        "queue_time": 0.224163602, "prompt_tokens": 90, "prompt_time": 0.012537141,
+        "completion_tokens": 40, "completion_time": 0.081027588, "total_tokens": 130,
+        "total_time": 0.093564729, "completion_tokens_details": {"reasoning_tokens": 12},
+    }  # fmt: skip
     return _chat(
-        message,
-        "openai/gpt-oss-20b",
-        usage,
-        service_tier="on_demand",
-        x_groq={"id": "req_01k5ax7kyvfkf8qz4gbm2mpcw9"},
-    )
+        message, "openai/gpt-oss-20b", usage, usage_breakdown=None, system_fingerprint="fp_7cc",
+        service_tier="on_demand", x_groq={"id": "req_01k5ax7kyvfkf8qz4gbm2mpcw9", "seed": 8555224},
+    )  # fmt: skip
 
 
 def gemini_compat(*calls: dict[str, Any], text: str | None = None) -> dict[str, Any]:

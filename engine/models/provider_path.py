@@ -47,6 +47,7 @@ from loopstate.engine.models.provider_plain import (
     UNPRICED,
     Rates,
     find_rates,
+    form,
     plain_reply,
 )
 from loopstate.engine.streaming import DeltaListener
@@ -315,7 +316,7 @@ class ProviderPath:
                 error_type="bad_response",
             )
         reply_id = None if response.extensions.get("loopstate_made") else reply.get("id")
-        key = (reply.get("model"), reply.get("service_tier"))
+        key = (reply.get("model"), reply.get("service_tier"), None if anthropic else form(reply))
         rates = None if COST_HEADER in response.headers else self.rates(key)
         if rates is not None:
             made = plain_reply(reply, rates, origin, anthropic, reply_id)

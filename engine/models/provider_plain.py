@@ -3,18 +3,19 @@
 `litellm.completion_cost` make of it, without litellm's reply object or its cost calculator
 (two thirds of a call's CPU above a raw POST).
 
-Plain is narrow: one choice of an assistant's text (not opening a reasoning tag) and function
-calls (string arguments; an empty id and `extra_content` kept as Gemini's OpenAI-compatible
-endpoint sends them), or Anthropic's text and tool-use blocks; usage of
-token counts only (nothing cached, written to the cache or reasoned); no proxy's price.
-`ProviderPath` reads a reply this way only once this reading gave the first reply of the same
-model and tier exactly what litellm's gave it (`learn`), and any other reply through litellm.
+Plain is narrow: one choice of an assistant's text (not opening a reasoning tag), its reasoning
+(DeepSeek's `reasoning_content`, Groq's `reasoning`) and function calls (string arguments; an
+empty id and `extra_content` kept as Gemini's OpenAI-compatible endpoint sends them), or
+Anthropic's text and tool-use blocks; usage of token counts, cached and reasoning ones (not
+written to the cache, no audio or predictions); no proxy's price. `ProviderPath` reads a reply
+this way only once this reading gave the first reply of the same model, tier and `form`
+exactly what litellm's gave it (`learn`), and any other reply through litellm.
 
-`Rates`: litellm prices such a reply of one model at a rate per prompt and per completion
-token while the prompt stays under the cost map's smallest tier (32k tokens in litellm 1.110).
-They are found with the path's own `completion_cost` on the first reply under other usages
-(1/0, 0/1, 0/0 and a probe), kept only if they give those and the reply's own cost to the
-bit, and used while the cost map's entries for the model stay as they were.
+`Rates`: litellm prices such a reply of one model at a rate per uncached, cached, completion
+and reasoning token while the prompt stays under the cost map's smallest tier (32k tokens in
+litellm 1.110), summed as its `generic_cost_per_token` sums them. They are found with the
+path's own `completion_cost` on the first reply under unit usages, kept only if they give two
+probes' costs to the bit, and used while the cost map's entries for the model stay as they were.
 """
 
 from __future__ import annotations
@@ -31,33 +32,43 @@ from loopstate.engine.model import ModelResponse, Usage
 COST_HEADER = "x-litellm-response-cost"  # a LiteLLM proxy's price, which litellm takes
 _TOP = frozenset(
     {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier",
-     "x_groq"}  # Groq's request id, which litellm's reading drops
+     "x_groq", "usage_breakdown"}  # Groq's request id and breakdown, which litellm's reading drops
 )  # fmt: skip
 _CHOICE = frozenset({"index", "message", "finish_reason", "logprobs"})
 _EXTRA = frozenset({"extra_content"})  # a call's own field (Gemini's thought signature)
-_CALL = frozenset({"id", "type", "function"})
-_MESSAGE = frozenset({"role", "content", "tool_calls", "refusal", "annotations", "function_call"})
+_CALL = frozenset({"id", "type", "function"})  # and DeepSeek's `index`, which litellm drops
+_REASONING = ("reasoning_content", "reasoning")
+_MESSAGE = frozenset(
+    {"role", "content", "tool_calls", "refusal", "annotations", "function_call", *_REASONING}
+)
 _FINISH = frozenset({"stop", "tool_calls", "length", "content_filter"})
 _USAGE = frozenset(
     {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
      "completion_tokens_details", "input_tokens", "output_tokens", "service_tier",
-     "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation"}
+     "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation",
+     "prompt_cache_hit_tokens", "prompt_cache_miss_tokens",  # DeepSeek's
+     "queue_time", "prompt_time", "completion_time", "total_time"}  # Groq's
 )  # fmt: skip
 _ANTHROPIC_TOP = frozenset(
     {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
 )
 ANTHROPIC_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 _TIER = re.compile(r"above_(\d+)k_tokens")
-_PROBE = (1234, 567)
+_DETAILS = {  # a usage's details: the one count of each that is read (any other must be 0)
+    "prompt_tokens_details": "cached_tokens", "completion_tokens_details": "reasoning_tokens",
+    "cache_creation": None,
+}  # fmt: skip
+_UNITS = ((0, 0, 0, 0), (1, 0, 0, 0), (1, 1, 0, 0), (0, 0, 1, 0), (0, 0, 1, 1))
+_PROBES = ((1234, 0, 567, 0), (1234, 321, 567, 89))
 
 
 @dataclass(frozen=True)
 class Rates:
-    """litellm's price per prompt and completion token of one model's plain replies (None:
-    it cannot price them), for replies of at most `bound` tokens, while the cost map holds
-    `prices` under `names`."""
+    """litellm's price per uncached prompt, cached prompt, completion and reasoning token of
+    one model's plain replies (None: it cannot price them), for replies of at most `bound`
+    tokens, while the cost map holds `prices` under `names`."""
 
-    per_token: tuple[float, float] | None
+    per_token: tuple[float, ...] | None
     bound: int
     names: tuple[str, ...]
     prices: tuple[Any, ...]
@@ -65,10 +76,13 @@ class Rates:
     def holds(self, model_cost: dict[str, Any]) -> bool:
         return all(model_cost.get(n) == p for n, p in zip(self.names, self.prices, strict=True))
 
-    def cost(self, prompt: int, completion: int) -> float | None:
+    def cost(self, prompt: int, cached: int, completion: int, reasoning: int) -> float | None:
         if self.per_token is None:
             return None
-        return prompt * self.per_token[0] + completion * self.per_token[1]
+        uncached, hit, text, thought = self.per_token
+        return ((prompt - cached) * uncached + cached * hit) + (
+            (completion - reasoning) * text + reasoning * thought
+        )
 
 
 UNPRICED = Rates(None, 2**62, (), ())
@@ -79,19 +93,20 @@ def find_rates(
     litellm: Any, raw: Any, names: tuple[str, ...], price: Callable[[Any], float | None]
 ) -> Rates | None:
     """The rates `price` (litellm's pricing of a reply) gives `raw` (litellm's own reply)
-    under other usages, or None: they are not linear, or miss `raw`'s own cost."""
+    under unit usages, or None: they are not linear (miss the probes' costs)."""
     usage = raw.usage
-    given = price(raw)
 
-    def at(prompt: int, completion: int) -> float | None:
-        total = prompt + completion
+    def at(prompt: int, cached: int, completion: int, reasoning: int) -> float | None:
         raw.usage = litellm.Usage(
-            prompt_tokens=prompt, completion_tokens=completion, total_tokens=total
-        )
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+            prompt_tokens_details={"cached_tokens": cached} if cached else None,
+            completion_tokens_details={"reasoning_tokens": reasoning} if reasoning else None,
+        )  # fmt: skip
         return price(raw)
 
     try:
-        zero, per_prompt, per_completion, probe = (at(*c) for c in ((0, 0), (1, 0), (0, 1), _PROBE))
+        zero, *units = (at(*c) for c in _UNITS)
+        probes = [at(*c) for c in _PROBES]
     finally:
         raw.usage = usage
     bound = smallest_tier(litellm.model_cost)
@@ -99,14 +114,13 @@ def find_rates(
     snapshot = tuple(dict(e) if isinstance(e := costs.get(n), dict) else e for n in names)
     if any("off_peak_pricing" in e for e in snapshot if isinstance(e, dict)):
         return None  # priced by the hour of the call: litellm prices each reply
-    if zero is per_prompt is per_completion is probe is None:
-        rates = Rates(None, bound, names, snapshot)
-    elif zero == 0.0 and isinstance(per_prompt, float) and isinstance(per_completion, float):
-        rates = Rates((per_prompt, per_completion), bound, names, snapshot)
-    else:
+    if all(c is None for c in (zero, *units, *probes)):
+        return Rates(None, bound, names, snapshot)
+    per_token = tuple(u for u in units if isinstance(u, float))
+    if zero != 0.0 or len(per_token) != len(units):
         return None
-    own = (getattr(usage, "prompt_tokens", 0), getattr(usage, "completion_tokens", 0))
-    return rates if rates.cost(*_PROBE) == probe and rates.cost(*own) == given else None
+    rates = Rates(per_token, bound, names, snapshot)
+    return rates if all(rates.cost(*c) == p for c, p in zip(_PROBES, probes, strict=True)) else None
 
 
 _tiers: tuple[int, int, int] | None = None  # the cost map's id and size, its smallest tier
@@ -136,14 +150,14 @@ def plain_reply(
 ) -> ModelResponse | None:
     """`body` (a reply's JSON) read and priced as litellm would, or None: not plain."""
     counts = read_counts(body.get("usage"))
-    if counts is None or sum(counts) > rates.bound:
+    if counts is None or counts[0] + counts[2] > rates.bound:
         return None
     read = _anthropic(body, origin) if anthropic else _openai(body, origin)
     if read is None:
         return None
     message, finish = read
     usage, model = priced_usage(counts, rates), body["model"]
-    return ModelResponse(
+    return ModelResponse.trusted(
         message=message, usage=usage, model=model, finish_reason=finish, response_id=reply_id
     )
 
@@ -165,10 +179,13 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
     content = message.get("content")
     if not (content is None or (type(content) is str and not content.startswith("<"))):
         return None
+    reasoning = [(k, message[k]) for k in _REASONING if message.get(k) is not None]
+    if len(reasoning) > 1 or any(type(text) is not str for _, text in reasoning):
+        return None
     calls = []
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or call.keys() - _EXTRA != _CALL:
+        if not isinstance(function, dict) or call.keys() - _EXTRA - {"index"} != _CALL:
             return None
         extra = {k: call[k] for k in _EXTRA if call.get(k) is not None}
         made = read_call(
@@ -178,7 +195,7 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
             return None
         calls.append(made)
     finish = "tool_calls" if finish == "stop" and calls else finish
-    return assistant(content, calls, origin), finish
+    return assistant(content, calls, origin, *(reasoning[0] if reasoning else (None, None))), finish
 
 
 def _anthropic(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str] | None:
@@ -214,41 +231,67 @@ def read_call(
         return None
     if name == "multi_tool_use.parallel":  # litellm unpacks such a call into several
         return None
-    function = FunctionCall(name=name, arguments=arguments)
-    return ToolCall(id=call_id, function=function, provider_fields=extra or None)
+    function = FunctionCall.trusted(name=name, arguments=arguments)
+    return ToolCall.trusted(id=call_id, function=function, provider_fields=extra or None)
 
 
-def assistant(content: str | None, calls: list[ToolCall], origin: Origin) -> AssistantMessage:
-    return AssistantMessage(
-        content=content, tool_calls=tuple(calls) or None, reasoning=None,
-        reasoning_field=None, thinking_blocks=None, provider_fields=None, origin=origin,
+def assistant(
+    content: str | None, calls: list[ToolCall], origin: Origin, field: str | None = None,
+    reasoning: str | None = None,
+) -> AssistantMessage:  # fmt: skip
+    return AssistantMessage.trusted(
+        content=content, tool_calls=tuple(calls) or None, reasoning=reasoning,
+        reasoning_field=field, thinking_blocks=None, provider_fields=None, origin=origin,
     )  # fmt: skip
 
 
-def priced_usage(counts: tuple[int, int], rates: Rates) -> Usage:
+def priced_usage(counts: tuple[int, int, int, int], rates: Rates) -> Usage:
     cost = rates.cost(*counts)
-    return Usage(
-        prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=0,
-        cache_creation_tokens=0, reasoning_tokens=0, cost_usd=cost,
+    return Usage.trusted(
+        prompt_tokens=counts[0], completion_tokens=counts[2], cached_tokens=counts[1],
+        cache_creation_tokens=0, reasoning_tokens=counts[3], cost_usd=cost,
         unpriced=1 if cost is None else 0,
     )  # fmt: skip
 
 
-def read_counts(usage: Any) -> tuple[int, int] | None:
-    """The prompt and completion tokens of a usage of counts only, nothing in its details."""
+def read_counts(usage: Any) -> tuple[int, int, int, int] | None:
+    """The prompt, cached, completion and reasoning tokens of a usage that counts nothing else;
+    the cached ones where litellm's `Usage` takes them (DeepSeek's `prompt_cache_hit_tokens`
+    first)."""
     if not isinstance(usage, dict) or not usage.keys() <= _USAGE:
         return None
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-    completion = usage.get("completion_tokens", usage.get("output_tokens"))
-    if type(prompt) is not int or type(completion) is not int or min(prompt, completion) < 0:
+    details = [usage.get(k) or {} for k in _DETAILS]
+    if not all(isinstance(d, dict) for d in details) or _more(usage, details):
         return None
-    if usage.get("service_tier") not in (None, "standard"):
+    hit = usage.get("prompt_cache_hit_tokens")
+    counts: Any = (
+        usage.get("prompt_tokens", usage.get("input_tokens")),
+        hit if type(hit) is int else details[0].get("cached_tokens") or 0,
+        usage.get("completion_tokens", usage.get("output_tokens")),
+        details[1].get("reasoning_tokens") or 0,
+    )
+    if any(type(c) is not int or c < 0 for c in counts):
         return None
-    for name in ("prompt_tokens_details", "completion_tokens_details", "cache_creation"):
-        details = usage.get(name)
-        if details is not None and not (
-            isinstance(details, dict) and all(v is None or v == 0 for v in details.values())
-        ):
-            return None
-    cached = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
-    return None if any(cached) else (prompt, completion)
+    return counts if counts[1] <= counts[0] and counts[3] <= counts[2] else None
+
+
+def _more(usage: dict[str, Any], details: list[dict[str, Any]]) -> bool:
+    """Whether a usage counts more than `read_counts` reads (cache writes, audio, predictions,
+    Anthropic's cache fields) or is of a tier of its own."""
+    kept = _DETAILS.values()
+    more = [n for d, k in zip(details, kept, strict=True) for n, v in d.items() if v and n != k]
+    cache = usage.get("cache_creation_input_tokens") or usage.get("cache_read_input_tokens")
+    return bool(more or cache) or usage.get("service_tier") not in (None, "standard")
+
+
+def form(body: dict[str, Any]) -> frozenset[str] | None:
+    """What litellm's reading of an OpenAI-format reply turns on beyond its values (which
+    fields a message and its calls have, whether its text is empty: Groq keeps `reasoning`,
+    others rename it; Mistral makes an empty text None): `learn` checks each form once."""
+    try:
+        message = body["choices"][0]["message"]
+        keys = {k for k, v in message.items() if v is not None}
+        keys |= {f".{k}" for call in message.get("tool_calls") or () for k in call}
+        return frozenset(keys | ({"empty"} if message.get("content") == "" else set()))
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None

@@ -255,7 +255,7 @@ class PlainStream:
     def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
         """The reply, priced at `rates`, or None: its usage is not plain (or missing)."""
         counts = read_counts(self.usage)
-        if counts is None or sum(counts) > rates.bound or self.finish is None:
+        if counts is None or counts[0] + counts[2] > rates.bound or self.finish is None:
             return None
         calls = []
         for _, (call_id, name, parts) in sorted(self.calls.items()):
@@ -267,7 +267,7 @@ class PlainStream:
         finish = "tool_calls" if self.finish == "stop" and calls else self.finish
         content = "".join(self.texts) if self.texts else None
         content = content or None if not calls else content
-        return ModelResponse(
+        return ModelResponse.trusted(
             message=assistant(content, calls, origin), usage=usage,
             model=model, finish_reason=finish, response_id=self.reply_id,
         )  # fmt: skip
