@@ -6,11 +6,11 @@
 request carries N-1 tool results, then a text answer: a run against `/h{N}/v1` makes exactly N
 model calls. `POST /h{N}/v1/messages` does the same in Anthropic's format (`tool_use` blocks,
 counting `tool_result` blocks). `/groq/h{N}/v1`, `/deepseek/h{N}/v1` and `/gemini/h{N}/v1`
-answer in those providers' shapes (Groq's `service_tier` and `x_groq`; DeepSeek's
-`reasoning_content` and cache-hit usage; Gemini's OpenAI-compatible calls without ids, with a
-thought signature). The body is never parsed (a byte count), so the server costs
-the client nothing and lives in its own process: the client's `time.process_time` is the
-client's alone.
+answer in those providers' shapes (Groq's gpt-oss `reasoning`, usage timings, `service_tier`,
+`usage_breakdown` and `x_groq`; DeepSeek's `reasoning_content`, indexed calls and cache-hit
+usage; Gemini's OpenAI-compatible calls without ids, with a thought signature), as recorded
+replies have them. The body is never parsed (a byte count), so the server costs the client
+nothing and lives in its own process: the client's `time.process_time` is the client's alone.
 """
 
 from __future__ import annotations
@@ -56,10 +56,17 @@ def _reply(call: bool, shape: bytes = b"") -> bytes:
         ],
         "usage": usage,
     }
-    if shape == b"groq":
-        body |= {"service_tier": "on_demand", "x_groq": {"id": "req_01k5ax7kyvfkf8qz4gbm2mpcw9"}}
+    if shape == b"groq":  # gpt-oss: its reasoning, timings, request id and tier
+        message["reasoning"] = "Echo one."
+        usage |= {"queue_time": 0.0224, "prompt_time": 0.0013, "completion_time": 0.0081,
+                  "total_time": 0.0094}  # fmt: skip
+        usage["completion_tokens_details"] = {"reasoning_tokens": 3}
+        body |= {"service_tier": "on_demand", "usage_breakdown": None, "system_fingerprint": "fp_7",
+                 "x_groq": {"id": "req_01k5ax7kyvfkf8qz4gbm2mpcw9", "seed": 855522485}}  # fmt: skip
     if shape == b"deepseek":
         message["reasoning_content"] = "Echo one."
+        for i, tool_call in enumerate(message.get("tool_calls", [])):  # type: ignore[arg-type]
+            tool_call["index"] = i
         usage |= {
             "prompt_tokens_details": {"cached_tokens": 8},
             "completion_tokens_details": {"reasoning_tokens": 3},
