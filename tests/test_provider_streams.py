@@ -16,6 +16,7 @@ import sse
 from model_server import Reply, cut_stream, raw_reply, raw_stream, serve, text_reply
 from support.listening import Listener
 from test_provider_path import PROVIDERS as COMPATIBLE
+from test_provider_path import _grown
 from thin_support import Counting, same_outcome, wire
 
 from loopstate.engine.errors import ModelError
@@ -146,7 +147,8 @@ async def test_plain_anthropic_streams_are_read_directly_as_litellm_reads_them()
     fast = await _compare(ANTHROPIC, replies)
     path = LAST[True]._path  # the fast path of the last run's model
     assert path is not None
-    assert path.learned[("stream", "claude-sonnet-4-5")] is not None  # read directly
+    assert list(path.learned.values()) == [path.rates(("stream", "claude-sonnet-4-5", frozenset()))]
+    assert path.rates(("stream", "claude-sonnet-4-5", frozenset())) is not None  # read directly
     calls = fast[2][0]
     assert isinstance(calls, ModelResponse)
     assert [c.id for c in calls.message.calls] == ["toolu_01B", "toolu_01C"]
@@ -193,8 +195,13 @@ async def test_an_error_event_mid_stream_is_the_same_model_error() -> None:
 @pytest.mark.parametrize("provider", COMPATIBLE)
 async def test_openai_compatible_streams_are_litellms(provider: str) -> None:
     name, reply = COMPATIBLE[provider]
-    fast = await _compare(name, [raw_stream(reply(n)) for n in range(3)])
+    fast = await _compare(name, [raw_stream(_grown(reply(n), n)) for n in range(4)])
     assert all(isinstance(r, ModelResponse) and r.message.calls for r, _ in fast)
+    path = LAST[True]._path  # its later streams were read directly, as litellm reads them
+    assert path is not None
+    assert path.learned
+    # but OpenRouter's, which litellm's chunk builder prices where `completion_cost` does not
+    assert all(path.learned.values()) == (provider != "openrouter")
     later = fast[-1][0]
     assert isinstance(later, ModelResponse)
-    assert later.response_id == reply(2)["id"]
+    assert later.response_id == reply(3)["id"]

@@ -28,6 +28,7 @@ from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import assemble, read_chunks, stalled, truncated
 from loopstate.engine.models.provider_plain import (
+    _REASONING,
     ANTHROPIC_FINISH,
     Rates,
     assistant,
@@ -99,7 +100,7 @@ async def stream_reply(
             await response.aclose()
     if not finished:
         raise truncated(model)
-    key = ("stream", body["model"])
+    key = ("stream", body["model"], plain and frozenset(plain.seen))  # its form, as `form`
     rates = None if plain is None else path.rates(key)
     made = None if plain is None or rates is None else plain.reply(rates, origin, body["model"])
     if made is not None:
@@ -185,10 +186,10 @@ def _failed(
 
 _EVENT = frozenset(
     {"id", "object", "created", "model", "system_fingerprint", "choices", "usage",
-     "service_tier"}
+     "service_tier", "x_groq", "usage_breakdown"}
 )  # fmt: skip
 _STREAM_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
-_DELTA = frozenset({"role", "content", "tool_calls", "refusal"})
+_DELTA = frozenset({"role", "content", "tool_calls", "refusal", *_REASONING})
 _STREAM_CALL = frozenset({"index", "id", "type", "function"})
 
 
@@ -202,9 +203,13 @@ class PlainStream:
         self.finish: str | None = None
         self.usage: Any = None
         self.reply_id: Any = None
+        self.seen: set[str] = set()  # the fields its deltas and calls had
+        self.reasoning: dict[str, list[str]] = {}
 
     def take(self, event: Any) -> list[tuple[Any, ...]] | None:
         if not isinstance(event, dict) or not event.keys() <= _EVENT:
+            return None
+        if "usage" in (event.get("x_groq") or {}):  # litellm's Groq iterator reads it there
             return None
         self.reply_id = event.get("id") if self.reply_id is None else self.reply_id
         choices = event.get("choices")
@@ -215,20 +220,28 @@ class PlainStream:
         choice = choices[0]
         if len(choices) != 1 or not isinstance(choice, dict) or choice.get("index", 0) != 0:
             return None
-        delta = choice.get("delta")
         if not choice.keys() <= _STREAM_CHOICE or choice.get("logprobs") is not None:
             return None
+        self.finish = choice.get("finish_reason") or self.finish
+        return self._delta(choice.get("delta"))
+
+    def _delta(self, delta: Any) -> list[tuple[Any, ...]] | None:
         if not isinstance(delta, dict) or not delta.keys() <= _DELTA or delta.get("refusal"):
             return None
         deltas = self._calls(delta.get("tool_calls") or ())
         text = delta.get("content")
+        said = [(k, delta[k]) for k in _REASONING if delta.get(k) is not None]
         if deltas is None or not (text is None or type(text) is str):
             return None
+        if any(type(part) is not str for _, part in said):
+            return None
+        self.seen.update(k for k, v in delta.items() if v is not None)
+        for name, part in said:  # no delta of its own, as litellm's iterator gives none
+            self.reasoning.setdefault(name, []).append(part)
         if text is not None:  # "" too: litellm's builder then joins the texts
             self.texts.append(text)
         if text:
             deltas.insert(0, ("text", text))
-        self.finish = choice.get("finish_reason") or self.finish
         return deltas
 
     def _calls(self, calls: Any) -> list[tuple[Any, ...]] | None:
@@ -246,6 +259,7 @@ class PlainStream:
                 return None
             if not all(v is None or type(v) is str for v in (call.get("id"), name, part)):
                 return None
+            self.seen.update(f".{k}" for k in call)
             made = self.calls.setdefault(index, [None, None, []])
             made[0], made[1] = made[0] or call.get("id"), made[1] or name
             made[2].append(part or "")
@@ -256,6 +270,9 @@ class PlainStream:
         """The reply, priced at `rates`, or None: its usage is not plain (or missing)."""
         counts = read_counts(self.usage)
         if counts is None or counts[0] + counts[2] > rates.bound or self.finish is None:
+            return None
+        thought = [("reasoning_content", "".join(ps)) for ps in self.reasoning.values()]
+        if len(thought) > 1:  # litellm's builder joins either field into `reasoning_content`
             return None
         calls = []
         for _, (call_id, name, parts) in sorted(self.calls.items()):
@@ -268,7 +285,8 @@ class PlainStream:
         content = "".join(self.texts) if self.texts else None
         content = content or None if not calls else content
         return ModelResponse.trusted(
-            message=assistant(content, calls, origin), usage=usage,
+            message=assistant(content, calls, origin, *(thought[0] if thought else (None, None))),
+            usage=usage,
             model=model, finish_reason=finish, response_id=self.reply_id,
         )  # fmt: skip
 
