@@ -14,7 +14,9 @@ of CHUNKS text chunks:
   call fills its template and a second checks its direct reading); a whole `agent.stream`
   run (+ events, queue). The same fast path for a Groq-named model (the same OpenAI-format
   stream) and for Anthropic (its own SSE format, against a raw httpx reader of
-  that stream: lines + json.loads of each event).
+  that stream: lines + json.loads of each event). Every other fast-path provider (`SHAPED`)
+  on a stream shaped as it streams (tests/sse.py: DeepSeek's and Groq's reasoning deltas
+  before the text, ...), per event, against the raw reader of that same stream.
 - Time to first delta: litellm alone vs `agent.stream` (run creation, store, hooks included).
 - Step overhead with a ScriptedModel: no listener (the plain `complete` path) vs a delta hook
   (the scripted model streams word by word).
@@ -40,7 +42,9 @@ import httpx
 import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from model_server import ModelServer, text_reply
+import provider_replies as pr
+import sse
+from model_server import ModelServer, Reply, raw_stream, text_reply
 
 from loopstate import Agent, Hooks, LiteLLMModel, MemoryStore, ScriptedModel, UserMessage
 from loopstate.engine.messages import AssistantMessage
@@ -138,6 +142,43 @@ def fast_stream(name: str, base: str) -> Any:
 
 GROQ = fast_stream("groq/openai/gpt-oss-20b", "{s.openai_base}")
 ANTHROPIC = fast_stream("anthropic/claude-sonnet-4-5", "{s.url}")
+
+
+WORDS = " ".join(f"w{i}" for i in range(CHUNKS))
+SHAPED = {  # (model, its reply of CHUNKS words streamed as its provider streams it)
+    "groq/": ("groq/openai/gpt-oss-20b", pr.groq(WORDS)),
+    "deepseek/ reasoning": ("deepseek/deepseek-reasoner", pr.deepseek(WORDS, content=WORDS)),
+    "gemini-compatible": ("openai/gemini-2.5-flash", pr.gemini_compat(text=WORDS)),
+    "xai/": ("xai/grok-3-mini", pr.openai("grok-3-mini", text=WORDS)),
+    "mistral/": ("mistral/mistral-small-latest", pr.openai("mistral-small-latest", text=WORDS)),
+    "openrouter/": ("openrouter/openai/gpt-4o-mini", pr.openai("openai/gpt-4o-mini", text=WORDS)),
+}  # fmt: skip
+SHAPED["groq/"][1]["choices"][0]["message"]["content"] = WORDS
+
+
+def per_event(name: str, body: dict[str, Any]) -> Any:
+    """`LiteLLMModel(name).stream` on the fast path, CPU per SSE event of `body`'s stream."""
+    events = len(sse.openai_events_of(body)) - 1  # not `[DONE]`
+
+    async def measure(server: ModelServer) -> float:
+        model = held(name, server.openai_base)
+        started = time.thread_time()
+        await model.stream(REQUEST, DeltaRelay("r", 1, time.time, Sink()))
+        return (time.thread_time() - started) / events * 1e6
+
+    return measure
+
+
+async def shaped(server: ModelServer) -> dict[str, tuple[float, float]]:
+    """Per `SHAPED` provider: CPU per event of the raw reader and of the fast path."""
+    out = {}
+    for label, (name, body) in SHAPED.items():
+        stream, fast = raw_stream(body), per_event(name, body)
+        for _ in range(2):  # the first fills the template, the second checks the direct reading
+            server.script(stream)
+            await fast(server)
+        out[label] = (await median(raw_httpx, server, stream), await median(fast, server, stream))
+    return out
 
 
 async def raw_anthropic(server: ModelServer) -> float:
@@ -264,11 +305,11 @@ def engine_report(e: dict[str, float]) -> None:
     print(f"  agent.stream fixed cost      {e['fixed']:6.2f} ms per run (creation, store, events)")
 
 
-async def median(measure: Any, server: ModelServer | None = None) -> Any:
+async def median(measure: Any, server: ModelServer | None = None, said: Reply | None = None) -> Any:
     runs = []
     for _ in range(REPEATS):
         if server is not None:
-            server.script(reply())
+            server.script(said or reply())
             runs.append(await measure(server))
         else:
             runs.append(await measure())
@@ -304,6 +345,7 @@ async def main() -> None:
         await ANTHROPIC(server)  # and the second checks its direct reading
         raw_anth = await median(raw_anthropic, server)
         anthropic = await median(ANTHROPIC, server)
+        others = await shaped(server)
     print(f"CPU per chunk ({CHUNKS} chunks, median of {REPEATS}, event-loop thread):")
     print(f"  raw httpx SSE reader      {raw:8.1f} µs   1.00x (floor)")
     print(f"  litellm alone             {alone:8.1f} µs   {alone / raw:5.1f}x")
@@ -316,6 +358,9 @@ async def main() -> None:
     print(f"  groq/ fast path           {groq:8.1f} µs   {groq / raw:5.2f}x")
     print(f"  raw httpx Anthropic SSE   {raw_anth:8.1f} µs   1.00x (Anthropic's floor)")
     print(f"  anthropic/ fast path      {anthropic:8.1f} µs   {anthropic / raw_anth:5.2f}x")
+    for label, (floor, fast) in others.items():
+        print(f"  {label:<20} per event {fast:8.1f} µs   {fast / floor:5.2f}x  "
+              f"(its raw reader {floor:.1f} µs)")  # fmt: skip
     print(f"  agent.stream (whole run)  {whole:8.1f} µs   {whole / raw:5.1f}x  "
           f"(engine + run share {whole - alone:+.1f} µs)")  # fmt: skip
     print("time to first delta (median):")

@@ -335,13 +335,16 @@ class ProviderPath:
             self.learn(key, raw, read, lambda r: plain_reply(reply, r, origin, anthropic, reply_id))
         return read
 
-    def learn(self, key: Any, raw: Any, read: Any, made: Callable[[Rates], Any]) -> None:
+    def learn(
+        self, key: Any, raw: Any, read: Any, made: Callable[[Rates], Any], price: Any = None
+    ) -> None:
         """Keep the rates of replies of `key` if this one (`raw`, read by litellm as `read`) is
-        plain and `made`, its plain reading at them, gives `read`; not plain: none kept."""
+        plain and `made`, its plain reading at them, gives `read`; not plain: none kept. The
+        rates are `price`'s (litellm's pricing of such a reply: `cost`, unless given)."""
         if made(UNPRICED) is None:
             return
         names = (self._name, self._name.split("/", 1)[-1], str(key[0]), f"{self.provider}/{key[0]}")
-        rates = find_rates(self.litellm, raw, tuple(dict.fromkeys(names)), self.cost)
+        rates = find_rates(self.litellm, raw, tuple(dict.fromkeys(names)), price or self.cost)
         self.learned[key] = rates if rates and made(rates) == read else None
 
     def rates(self, key: tuple[Any, ...]) -> Rates | None:

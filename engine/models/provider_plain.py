@@ -1,21 +1,14 @@
 """A plain reply read straight from its JSON and priced at per-token rates: the
 `ModelResponse` that the config's `transform_response`, `read_reply` and
-`litellm.completion_cost` make of it, without litellm's reply object or its cost calculator
-(two thirds of a call's CPU above a raw POST).
-
-Plain is narrow: one choice of an assistant's text (not opening a reasoning tag), its reasoning
-(DeepSeek's `reasoning_content`, Groq's `reasoning`) and function calls (string arguments; an
-empty id and `extra_content` kept as Gemini's OpenAI-compatible endpoint sends them), or
-Anthropic's text and tool-use blocks; usage of token counts, cached and reasoning ones (not
-written to the cache, no audio or predictions); no proxy's price. `ProviderPath` reads a reply
-this way only once this reading gave the first reply of the same model, tier and `form`
-exactly what litellm's gave it (`learn`), and any other reply through litellm.
-
-`Rates`: litellm prices such a reply of one model at a rate per uncached, cached, completion
-and reasoning token while the prompt stays under the cost map's smallest tier (32k tokens in
-litellm 1.110), summed as its `generic_cost_per_token` sums them. They are found with the
-path's own `completion_cost` on the first reply under unit usages, kept only if they give two
-probes' costs to the bit, and used while the cost map's entries for the model stay as they were.
+`litellm.completion_cost` make of it, at a fraction of their CPU. Plain: one choice of text
+(not opening a reasoning tag), reasoning (`reasoning_content`, `reasoning`) and function calls
+(Gemini's empty ids and `extra_content` kept), or Anthropic's text and tool uses; usage of
+prompt, cached, completion and reasoning tokens only; no proxy's price. `ProviderPath` reads
+a reply so once this reading gave the first reply of its model, tier and `form` exactly what
+litellm's gave it (`learn`). `Rates`: litellm's price per uncached, cached, completion and
+reasoning token, summed as its `generic_cost_per_token` sums them, below the cost map's
+smallest tier; found by `completion_cost` under unit usages, kept if two probes cost the same
+to the bit, used while the model's cost map entries stay as they were.
 """
 
 from __future__ import annotations
@@ -179,8 +172,9 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
     content = message.get("content")
     if not (content is None or (type(content) is str and not content.startswith("<"))):
         return None
-    reasoning = [(k, message[k]) for k in _REASONING if message.get(k) is not None]
-    if len(reasoning) > 1 or any(type(text) is not str for _, text in reasoning):
+    thought: list[Any] = [(k, message[k]) for k in _REASONING if message.get(k) is not None]
+    thought = thought or [(None, None)]
+    if len(thought) > 1 or not isinstance(thought[0][1], str | None):
         return None
     calls = []
     for call in message.get("tool_calls") or ():
@@ -195,7 +189,7 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
             return None
         calls.append(made)
     finish = "tool_calls" if finish == "stop" and calls else finish
-    return assistant(content, calls, origin, *(reasoning[0] if reasoning else (None, None))), finish
+    return assistant(content, calls, origin, thought[0]), finish
 
 
 def _anthropic(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str] | None:
@@ -236,12 +230,12 @@ def read_call(
 
 
 def assistant(
-    content: str | None, calls: list[ToolCall], origin: Origin, field: str | None = None,
-    reasoning: str | None = None,
-) -> AssistantMessage:  # fmt: skip
+    content: str | None, calls: list[ToolCall], origin: Origin, thought: Any = (None, None)
+) -> AssistantMessage:
+    """The turn, with its reasoning's wire field and text (`thought`)."""
     return AssistantMessage.trusted(
-        content=content, tool_calls=tuple(calls) or None, reasoning=reasoning,
-        reasoning_field=field, thinking_blocks=None, provider_fields=None, origin=origin,
+        content=content, tool_calls=tuple(calls) or None, reasoning=thought[1],
+        reasoning_field=thought[0], thinking_blocks=None, provider_fields=None, origin=origin,
     )  # fmt: skip
 
 

@@ -100,7 +100,7 @@ async def stream_reply(
             await response.aclose()
     if not finished:
         raise truncated(model)
-    key = ("stream", body["model"], plain and frozenset(plain.seen))  # its form, as `form`
+    key = (body["model"], "stream", plain and frozenset(plain.seen))  # its form, as `form`
     rates = None if plain is None else path.rates(key)
     made = None if plain is None or rates is None else plain.reply(rates, origin, body["model"])
     if made is not None:
@@ -117,8 +117,24 @@ async def stream_reply(
     read = read_reply(raw, origin, cost=cost, response_id=lines.reply_id())
     if plain is not None and key not in path.learned:
         reading = plain
-        path.learn(key, raw, read, lambda r: reading.reply(r, origin, body["model"]))
+        path.learn(
+            key, raw, read, lambda r: reading.reply(r, origin, body["model"]),
+            lambda r: _built_price(path, r),
+        )  # fmt: skip
     return read
+
+
+def _built_price(path: ProviderPath, raw: Any) -> float | None:
+    """The price litellm's chunk builder gives an assembled reply: `completion_cost` with the
+    provider, else `cost_per_token` of the reply's model (a Gemini model behind `openai/`)."""
+    litellm = path.litellm
+    with suppress(Exception):
+        return float(
+            litellm.completion_cost(completion_response=raw, custom_llm_provider=path.provider)
+        )
+    with suppress(Exception):
+        return float(sum(litellm.cost_per_token(model=raw.model, usage_object=raw.usage)))
+    return None
 
 
 async def _read_plain(
@@ -205,6 +221,7 @@ class PlainStream:
         self.reply_id: Any = None
         self.seen: set[str] = set()  # the fields its deltas and calls had
         self.reasoning: dict[str, list[str]] = {}
+        self.plain = True  # Anthropic's thinking makes it litellm's to assemble
 
     def take(self, event: Any) -> list[tuple[Any, ...]] | None:
         if not isinstance(event, dict) or not event.keys() <= _EVENT:
@@ -223,9 +240,9 @@ class PlainStream:
         if not choice.keys() <= _STREAM_CHOICE or choice.get("logprobs") is not None:
             return None
         self.finish = choice.get("finish_reason") or self.finish
-        return self._delta(choice.get("delta"))
+        return self._openai_delta(choice.get("delta"))
 
-    def _delta(self, delta: Any) -> list[tuple[Any, ...]] | None:
+    def _openai_delta(self, delta: Any) -> list[tuple[Any, ...]] | None:
         if not isinstance(delta, dict) or not delta.keys() <= _DELTA or delta.get("refusal"):
             return None
         deltas = self._calls(delta.get("tool_calls") or ())
@@ -272,7 +289,7 @@ class PlainStream:
         if counts is None or counts[0] + counts[2] > rates.bound or self.finish is None:
             return None
         thought = [("reasoning_content", "".join(ps)) for ps in self.reasoning.values()]
-        if len(thought) > 1:  # litellm's builder joins either field into `reasoning_content`
+        if len(thought) > 1 or not self.plain:  # litellm's builder joins either field there
             return None
         calls = []
         for _, (call_id, name, parts) in sorted(self.calls.items()):
@@ -285,8 +302,7 @@ class PlainStream:
         content = "".join(self.texts) if self.texts else None
         content = content or None if not calls else content
         return ModelResponse.trusted(
-            message=assistant(content, calls, origin, *(thought[0] if thought else (None, None))),
-            usage=usage,
+            message=assistant(content, calls, origin, *thought), usage=usage,
             model=model, finish_reason=finish, response_id=self.reply_id,
         )  # fmt: skip
 
@@ -298,7 +314,6 @@ class AnthropicStream(PlainStream):
 
     def __init__(self) -> None:
         super().__init__()
-        self.plain = True
         self._block: tuple[str, list[str] | None] = ("", None)  # its type, a tool's parts
 
     def take(self, event: Any) -> list[tuple[Any, ...]] | None:
@@ -357,6 +372,3 @@ class AnthropicStream(PlainStream):
             parts.append(text)
             return [("call", len(self.calls) - 1, None, None, text)]
         return [] if kind in ("thinking_delta", "signature_delta") and block == "thinking" else None
-
-    def reply(self, rates: Rates, origin: Origin, model: str) -> ModelResponse | None:
-        return super().reply(rates, origin, model) if self.plain else None
