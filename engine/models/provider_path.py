@@ -22,7 +22,7 @@ import contextvars
 import json
 import re
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -316,7 +316,7 @@ class ProviderPath:
                 error_type="bad_response",
             )
         reply_id = None if response.extensions.get("loopstate_made") else reply.get("id")
-        key = (reply.get("model"), reply.get("service_tier"), None if anthropic else form(reply))
+        key = (reply.get("model"), reply.get("service_tier"), form(reply))
         rates = None if COST_HEADER in response.headers else self.rates(key)
         if rates is not None:
             made = plain_reply(reply, rates, origin, anthropic, reply_id)
@@ -335,12 +335,8 @@ class ProviderPath:
             self.learn(key, raw, read, lambda r: plain_reply(reply, r, origin, anthropic, reply_id))
         return read
 
-    def learn(
-        self, key: Any, raw: Any, read: Any, made: Callable[[Rates], Any], price: Any = None
-    ) -> None:
-        """Keep the rates of replies of `key` if this one (`raw`, read by litellm as `read`) is
-        plain and `made`, its plain reading at them, gives `read`; not plain: none kept. The
-        rates are `price`'s (litellm's pricing of such a reply: `cost`, unless given)."""
+    def learn(self, key: Any, raw: Any, read: Any, made: Any, price: Any = None) -> None:
+        """Keep `key`'s rates (`price`'s, else `cost`'s) if `made` reads `raw` at them as `read`."""
         if made(UNPRICED) is None:
             return
         names = (self._name, self._name.split("/", 1)[-1], str(key[0]), f"{self.provider}/{key[0]}")
