@@ -279,9 +279,8 @@ def _more(usage: dict[str, Any], details: list[dict[str, Any]]) -> bool:
 
 
 def form(body: dict[str, Any]) -> frozenset[str] | None:
-    """What litellm's reading of an OpenAI-format reply turns on beyond its values (which
-    fields a message and its calls have, whether its text is empty: Groq keeps `reasoning`,
-    others rename it; Mistral makes an empty text None): `learn` checks each form once."""
+    """What litellm's reading of a reply turns on beyond its values (the message's and calls'
+    fields: Groq keeps `reasoning`, others rename it; Mistral's empty text is None)."""
     try:
         message = body["choices"][0]["message"]
         keys = {k for k, v in message.items() if v is not None}

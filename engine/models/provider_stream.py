@@ -1,14 +1,12 @@
 """A streamed call on the fast path: the recorded request; its events read straight (JSON
 per SSE data line: `PlainStream` for the OpenAI format, `AnthropicStream` for Anthropic's),
-their deltas reported as litellm's iterator gives them and the reply built once
-at the model's rates. From the first event that has no such reading (an error event, a server
-tool, a refusal, ...), litellm's iterator (`litellm_contract.stream_iterator`) reads the
-stream again from its start, reporting only the deltas not reported yet; a reply that is not
-plain (thinking, cached tokens) is assembled from its chunks and read as `litellm_stream.py`
-does litellm's. The first plain stream of a model is also read litellm's way, and its direct
-reading kept only if equal. Truncated, dropped or stalled streams are `ModelError`s, as there
-(a stall is found between `stall_s` and 5% later: the deadline moves at most that often).
-"""
+their deltas reported as litellm's iterator gives them, the reply built once at the model's
+rates. From the first event with no such reading (an error event, a server tool, a refusal),
+litellm's iterator (`litellm_contract.stream_iterator`) reads the stream again from its start,
+reporting only the deltas not reported yet; a reply that is not plain is assembled from its
+chunks and read as `litellm_stream.py` does. The first plain stream of a form is also read
+litellm's way, its direct reading kept only if equal. Truncated, dropped or stalled streams are
+`ModelError`s (a stall is found between `stall_s` and 5% later)."""
 
 from __future__ import annotations
 
@@ -125,8 +123,7 @@ async def stream_reply(
 
 
 def _built_price(path: ProviderPath, raw: Any) -> float | None:
-    """The price litellm's chunk builder gives an assembled reply: `completion_cost` with the
-    provider, else `cost_per_token` of the reply's model (a Gemini model behind `openai/`)."""
+    """The chunk builder's price: `completion_cost`, else `cost_per_token` of `raw.model`."""
     litellm = path.litellm
     with suppress(Exception):
         return float(
