@@ -30,9 +30,9 @@ _TOP = frozenset(
 _CHOICE = frozenset({"index", "message", "finish_reason", "logprobs"})
 _EXTRA = frozenset({"extra_content"})  # a call's own field (Gemini's thought signature)
 _CALL = frozenset({"id", "type", "function"})  # and DeepSeek's `index`, which litellm drops
-_REASONING = ("reasoning_content", "reasoning")
+REASONING = ("reasoning_content", "reasoning")
 _MESSAGE = frozenset(
-    {"role", "content", "tool_calls", "refusal", "annotations", "function_call", *_REASONING}
+    {"role", "content", "tool_calls", "refusal", "annotations", "function_call", *REASONING}
 )
 _FINISH = frozenset({"stop", "tool_calls", "length", "content_filter"})
 _USAGE = frozenset(
@@ -172,7 +172,7 @@ def _openai(body: dict[str, Any], origin: Origin) -> tuple[AssistantMessage, str
     content = message.get("content")
     if not (content is None or (type(content) is str and not content.startswith("<"))):
         return None
-    thought: list[Any] = [(k, message[k]) for k in _REASONING if message.get(k) is not None]
+    thought: list[Any] = [(k, message[k]) for k in REASONING if message.get(k) is not None]
     thought = thought or [(None, None)]
     if len(thought) > 1 or not isinstance(thought[0][1], str | None):
         return None

@@ -26,8 +26,8 @@ from loopstate.engine.models.litellm_errors import model_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.litellm_stream import assemble, read_chunks, stalled, truncated
 from loopstate.engine.models.provider_plain import (
-    _REASONING,
     ANTHROPIC_FINISH,
+    REASONING,
     Rates,
     assistant,
     priced_usage,
@@ -202,7 +202,7 @@ _EVENT = frozenset(
      "service_tier", "x_groq", "usage_breakdown"}
 )  # fmt: skip
 _STREAM_CHOICE = frozenset({"index", "delta", "logprobs", "finish_reason"})
-_DELTA = frozenset({"role", "content", "tool_calls", "refusal", *_REASONING})
+_DELTA = frozenset({"role", "content", "tool_calls", "refusal", *REASONING})
 _STREAM_CALL = frozenset({"index", "id", "type", "function"})
 
 
@@ -244,7 +244,7 @@ class PlainStream:
             return None
         deltas = self._calls(delta.get("tool_calls") or ())
         text = delta.get("content")
-        said = [(k, delta[k]) for k in _REASONING if delta.get(k) is not None]
+        said = [(k, delta[k]) for k in REASONING if delta.get(k) is not None]
         if deltas is None or not (text is None or type(text) is str):
             return None
         if any(type(part) is not str for _, part in said):
