@@ -27,22 +27,30 @@ FLAGS = [
 ]
 
 
-@pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module's page tests (its start costs about as much CPU as a test);
+    each test gets a fresh context of its own in `browser_page`. While it is open, playwright
+    marks its event loop as running in this thread: a module that uses it has no asyncio test."""
     from playwright.sync_api import sync_playwright
 
     assert shutil.which("chromium"), "scripts/setup installs Debian's chromium"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        dialogs: list[str] = []
-        context.on(
-            "page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        )
-        page = context.new_page()
-        page.dialogs = dialogs
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def browser_page(browser: Any) -> Iterator[Any]:
+    """A page in a new context (no cookies, storage or pages of another test's)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    dialogs: list[str] = []
+    context.on("page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss())))
+    page = context.new_page()
+    page.dialogs = dialogs
+    yield page
+    context.close()
 
 
 def start_run(client: httpx.Client) -> str:

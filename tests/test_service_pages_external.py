@@ -15,10 +15,10 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 from service_support import TESTS, TOKEN, Server, free_port, stop, wait_for
-from test_service_pages import browser_page, card
+from test_service_pages import browser, browser_page, card
 
 pytestmark = pytest.mark.slow
-__all__ = ["browser_page"]  # the fixture, shared with the other page tests
+__all__ = ["browser", "browser_page"]  # the fixtures, shared with the other page tests
 
 
 @pytest.fixture
