@@ -5,7 +5,6 @@ finishing with both; the question a model wrote is shown as text, never run."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 from service_support import TESTS, TOKEN, Server, free_port, stop, wait_for
+from support import forking
 from test_service_pages import browser, browser_page, card
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             "--port", str(port)]  # fmt: skip
     log = tmp_path / "serve.log"
     with log.open("ab") as out:
-        process = subprocess.Popen(
+        process = forking.Popen(
             [sys.executable, "-m", "loopstate", *args], env=env, stdout=out, stderr=out
         )
     running = Server(f"http://127.0.0.1:{port}", process, log)
