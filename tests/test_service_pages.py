@@ -13,6 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 from service_support import TOKEN, Server, serving, wait_for
+from support.waiting import MARGIN
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +36,9 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     assert shutil.which("chromium"), "scripts/setup installs Debian's chromium"
+    # expect()'s 5 s default is a bet on the machine's speed (a live update missed it beside
+    # another suite): the shared margin for a stuck page instead, not a time relied on.
+    expect.set_options(timeout=MARGIN * 1000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield browser
