@@ -16,10 +16,10 @@ from playwright.sync_api import expect
 from service_support import TESTS, TOKEN, Server, free_port, stop, wait_for
 from service_support import start as start_server
 from support.cli import loopstate
-from test_service_pages import browser_page, card
+from test_service_pages import browser, browser_page, card
 
 pytestmark = pytest.mark.slow
-__all__ = ["browser_page"]  # the fixture, shared with the other page tests
+__all__ = ["browser", "browser_page"]  # the fixtures, shared with the other page tests
 
 AGENTS = ("open", "later", "expired", "soon")
 """Started in this order; due first: expired, soon, later, then open (no deadline)."""

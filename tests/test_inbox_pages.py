@@ -18,10 +18,10 @@ from model_server import ModelServer, error_reply, serve, text_reply
 from playwright.sync_api import expect
 from service_support import TESTS, TOKEN, Server, free_port, read_events, stop, wait_for
 from service_support import start as start_server
-from test_service_pages import browser_page, card
+from test_service_pages import browser, browser_page, card
 
 pytestmark = pytest.mark.slow
-__all__ = ["browser_page"]  # the fixture, shared with the other page tests
+__all__ = ["browser", "browser_page"]  # the fixtures, shared with the other page tests
 
 NOTES = "# Notes\n\nThe agent loop is drivn by a state machine.\n"
 

@@ -30,7 +30,7 @@ def start(db: Path, effects: Path, *runs: str, approve: bool = False) -> None:
     flags = ["--approve"] if approve else []
     started = forking.run(
         [sys.executable, str(HERE / "deploy_agents.py"), str(db), *flags, *runs],
-        capture_output=True, text=True, timeout=60, env=_env(db, effects),
+        capture_output=True, text=True, timeout=60, env={**os.environ, **_env(db, effects)},
     )  # fmt: skip
     assert started.stdout.split() == ["awaiting_approval"] * len(runs), started.stderr
 

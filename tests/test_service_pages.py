@@ -13,6 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 from service_support import TOKEN, Server, serving, wait_for
+from support.waiting import MARGIN
 
 pytestmark = pytest.mark.slow
 
@@ -27,22 +28,33 @@ FLAGS = [
 ]
 
 
-@pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module's page tests (its start costs about as much CPU as a test);
+    each test gets a fresh context of its own in `browser_page`. While it is open, playwright
+    marks its event loop as running in this thread: a module that uses it has no asyncio test."""
     from playwright.sync_api import sync_playwright
 
     assert shutil.which("chromium"), "scripts/setup installs Debian's chromium"
+    # expect()'s 5 s default is a bet on the machine's speed (a live update missed it beside
+    # another suite): the shared margin for a stuck page instead, not a time relied on.
+    expect.set_options(timeout=MARGIN * 1000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        dialogs: list[str] = []
-        context.on(
-            "page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        )
-        page = context.new_page()
-        page.dialogs = dialogs
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def browser_page(browser: Any) -> Iterator[Any]:
+    """A page in a new context (no cookies, storage or pages of another test's)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    dialogs: list[str] = []
+    context.on("page", lambda p: p.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss())))
+    page = context.new_page()
+    page.dialogs = dialogs
+    yield page
+    context.close()
 
 
 def start_run(client: httpx.Client) -> str:

@@ -5,7 +5,6 @@ finishing with both; the question a model wrote is shown as text, never run."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +14,11 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 from service_support import TESTS, TOKEN, Server, free_port, stop, wait_for
-from test_service_pages import browser_page, card
+from support import forking
+from test_service_pages import browser, browser_page, card
 
 pytestmark = pytest.mark.slow
-__all__ = ["browser_page"]  # the fixture, shared with the other page tests
+__all__ = ["browser", "browser_page"]  # the fixtures, shared with the other page tests
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             "--port", str(port)]  # fmt: skip
     log = tmp_path / "serve.log"
     with log.open("ab") as out:
-        process = subprocess.Popen(
+        process = forking.Popen(
             [sys.executable, "-m", "loopstate", *args], env=env, stdout=out, stderr=out
         )
     running = Server(f"http://127.0.0.1:{port}", process, log)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from service_support import TOKEN, serving, wait_for
-from test_service_pages import browser_page, decide_all, start_run
+from test_service_pages import browser, browser_page, decide_all, start_run
 
 pytestmark = pytest.mark.slow
-__all__ = ["browser_page"]  # the fixture, shared
+__all__ = ["browser", "browser_page"]  # the fixtures, shared
 
 
 def test_fork_here_on_a_transition_opens_a_fork_that_waits_again(

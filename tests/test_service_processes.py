@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from service_support import read_events, start, stop, wait_for
+from support import forking
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +85,6 @@ def test_a_server_with_streams_open_stops_promptly(tmp_path: Path) -> None:
 
 def test_the_demo_serves_its_waiting_write_in_the_inbox(tmp_path: Path) -> None:
     import os
-    import subprocess
     import sys
 
     from service_support import TOKEN, free_port
@@ -92,7 +92,7 @@ def test_the_demo_serves_its_waiting_write_in_the_inbox(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "LOOPSTATE_TOKEN": TOKEN}
     log = (tmp_path / "demo.log").open("wb")
-    process = subprocess.Popen(
+    process = forking.Popen(
         [sys.executable, "-m", "loopstate", "demo", "--serve", "--port", str(port)],
         env=env, stdout=log, stderr=log, cwd=tmp_path,
     )  # fmt: skip
@@ -103,6 +103,7 @@ def test_the_demo_serves_its_waiting_write_in_the_inbox(tmp_path: Path) -> None:
 
             def waiting() -> list[dict[str, Any]]:
                 """the demo's write is in the inbox"""
+                assert process.poll() is None, (tmp_path / "demo.log").read_text()
                 try:
                     return list(c.get("/api/approvals").json()["items"])
                 except httpx.TransportError:

@@ -1,4 +1,4 @@
-"""Three `loopstate worker` processes share 200 Postgres runs decided from other processes;
+"""Three `loopstate worker` processes share 60 Postgres runs decided from other processes;
 one is SIGKILLed inside a tool. Every run ends, no tool runs twice, no decision is lost, and
 the killed worker's runs are taken over at once (its session is gone), not when their
 600 s leases expire."""
@@ -17,7 +17,7 @@ from worker_support import effects_of, loopstate_process, wait_until_ended
 from loopstate import Approve, PostgresStore
 from loopstate.engine.operations import queue_decision
 
-RUNS = 200
+RUNS = 60  # each worker gets about 20: the killed one reaches its third charge
 LEASE = "600"  # never expires within the test: the killed worker's runs are taken over at once
 
 
@@ -48,7 +48,7 @@ async def test_three_workers_end_every_run_once_though_one_is_killed_inside_a_to
         ]
         for n, run_id in enumerate(run_id for run_id in pending if run_id not in by_cli):
             await queue_decision(store, run_id, pending[run_id], Approve(), actor="test")
-            if n % 20 == 0:
+            if n % 6 == 0:
                 await asyncio.sleep(0.05)  # decisions keep arriving while the workers run
         assert [a.wait(60) for a in approvals] == [0, 0, 0]
         await wait_until_ended(store, RUNS)
