@@ -9,7 +9,7 @@ real process: its own pid, signals, SIGKILL, exit status, pipes; only its import
 A command the server cannot run as a fresh interpreter would (another program, `-c` (used to
 look at a fresh interpreter's imports), interpreter options, `pass_fds`, `preexec_fn`,
 another LITELLM_* or PYTHON* setting than the server imported with) starts as a real
-process, exactly as `subprocess` does.
+process, exactly as `subprocess` does. `FORKING_LOG=FILE` lists those in FILE, with why.
 
 (`Popen` overrides `subprocess.Popen`'s private `_execute_child`, `_try_wait` and
 `_internal_poll`: the one place pipes are wired to a new process and the two places its exit
@@ -34,7 +34,7 @@ SERVER = Path(__file__).with_name("forkserver.py")
 SERVER_ENV = dict(os.environ)
 """The environment the server imports with: this process's, before any test changes it."""
 
-FREE = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONWARNINGS")
+FREE = ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONWARNINGS")
 """PYTHON* variables a forked child honours (PYTHONWARNINGS as bare actions: "ignore",
 "error"); any other change of PYTHON* or LITELLM* needs a fresh interpreter (they act at
 start-up or import)."""
@@ -60,7 +60,7 @@ class Popen(subprocess.Popen[Any]):
         plain = (preexec_fn is None and not pass_fds and not shell and executable is None
                  and gid is None and gids is None and uid is None and umask < 0
                  and process_group == -1)  # fmt: skip
-        argv = _forkable(args, environ) if plain else None
+        argv = _forkable(args, environ) if plain else _fallback(args, "a process option")
         if argv is None:
             super()._execute_child(  # type: ignore[misc]
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
@@ -125,19 +125,32 @@ def run(
 def _forkable(args: Any, env: dict[str, str]) -> list[str] | None:
     """The interpreter's arguments if the server can run this command, else None."""
     if isinstance(args, (str, bytes, os.PathLike)):
-        return None
+        return _fallback(args, "a command line as one string")
     argv = [os.fspath(arg) for arg in args]
     if not argv or argv[0] != sys.executable or len(argv) < 2:
-        return None
+        return _fallback(args, "another program")
     if not ((argv[1] == "-m" and len(argv) > 2) or not argv[1].startswith("-")):
-        return None
+        return _fallback(args, f"an interpreter option {argv[1]}")
     if not set(env.get("PYTHONWARNINGS", "ignore").split(",")) <= ACTIONS:
-        return None
-    names = {name for name in {*env, *SERVER_ENV} if name.startswith(("PYTHON", "LITELLM"))}
+        return _fallback(args, f"PYTHONWARNINGS={env['PYTHONWARNINGS']}")
     wanted, served = {**IMPORT_DEFAULTS, **env}, {**IMPORT_DEFAULTS, **SERVER_ENV}
-    if any(wanted.get(name) != served.get(name) for name in names - set(FREE)):
-        return None
+    names = {name for name in {*wanted, *served} if name.startswith(("PYTHON", "LITELLM"))}
+    changed = sorted(n for n in names - set(FREE) if wanted.get(n) != served.get(n))
+    if changed:
+        return _fallback(args, f"another {', '.join(changed)}")
     return [arg if isinstance(arg, str) else os.fsdecode(arg) for arg in argv[1:]]
+
+
+def _fallback(args: Any, reason: str) -> None:
+    """A command started as a real process: with FORKING_LOG=FILE, say which and why in FILE
+    (one line each: the test, the reason, the command) to find the costly starts."""
+    log = os.environ.get("FORKING_LOG")
+    if log:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        command = args if isinstance(args, (str, bytes)) else [os.fspath(a) for a in args]
+        with open(log, "a") as out:
+            out.write(json.dumps({"test": test, "reason": reason, "command": str(command)[:300]}))
+            out.write("\n")
 
 
 def _line(connection: socket.socket) -> str:

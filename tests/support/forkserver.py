@@ -181,6 +181,9 @@ def _become(job: Job, base_path: list[str]) -> None:
     for action in job.env.get("PYTHONWARNINGS", "").split(","):  # the last one wins
         if action:  # bare actions only (support.forking sends no other)
             warnings.simplefilter(action)  # type: ignore[arg-type]
+    sys.dont_write_bytecode = bool(job.env.get("PYTHONDONTWRITEBYTECODE"))
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as loopstate's import of
+    # litellm sets it in a fresh interpreter (support.forking.IMPORT_DEFAULTS)
     unbuffered = bool(job.env.get("PYTHONUNBUFFERED"))
     # The same stream objects, now on the child's descriptors: buffered as Python would.
     sys.stdout.reconfigure(line_buffering=unbuffered or os.isatty(1), write_through=unbuffered)
