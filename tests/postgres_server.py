@@ -34,42 +34,62 @@ def binaries() -> Path | None:
 def postgres_server(*, settings: str = FAST) -> Iterator[str]:
     """Start a server, yield the DSN of its `postgres` database, stop and delete it.
     `settings`: server options (by default fsync off: tests never survive a power cut)."""
+    root = Path(tempfile.mkdtemp(prefix="loopstate-pg-"))
+    try:
+        yield start_server(root, settings=settings)
+    finally:
+        stop_server(root)
+
+
+def start_server(root: Path, *, settings: str = FAST) -> str:
+    """Start a server with its files in the empty folder `root`; the DSN of its `postgres`
+    database. The server runs on its own (`pg_ctl` starts it apart from this process) until
+    `stop_server(root)`."""
     bin_dir = binaries()
     if bin_dir is None:
         raise RuntimeError(MISSING)
-    root = Path(tempfile.mkdtemp(prefix="loopstate-pg-"))
-    as_user: list[str] = []
+    data, port = root / "data", _free_port()
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=400"
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", _free_port()
-    run = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data)]
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-    try:
-        subprocess.run(
-            [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-             "-E", "UTF8", "--no-sync"],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        subprocess.run(
-            [
-                *run,
-                "-l",
-                str(root / "log"),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                f"{options} {settings}",
-                "start",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run([*run, "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+    subprocess.run(
+        [*_as_user(), str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
+         "-E", "UTF8", "--no-sync"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(
+        [*_pg_ctl(root), "-l", str(root / "log"), "-w", "-t", "60", "-o", f"{options} {settings}",
+         "start"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
+def stop_server(root: Path) -> None:
+    """Stop the server of `root` (at once: its data is thrown away) and delete its files."""
+    if binaries() is not None and (root / "data").exists():
+        subprocess.run([*_pg_ctl(root), "-m", "immediate", "stop"], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _as_user() -> list[str]:
+    """The server refuses to run as root: as root, its commands run as `postgres`."""
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+
+def _pg_ctl(root: Path) -> list[str]:
+    bin_dir = binaries()
+    assert bin_dir is not None
+    return [*_as_user(), str(bin_dir / "pg_ctl"), "-D", str(root / "data")]
+
+
+def fresh_database(dsn: str) -> str:
+    """A DSN of a new, empty database of the server at `dsn` (one per test process sharing a
+    server: NOTIFY and advisory locks stay within a database)."""
+    name = f"d_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    return f"{dsn.rsplit('/', 1)[0]}/{name}"
 
 
 def fresh_schema(dsn: str) -> str:

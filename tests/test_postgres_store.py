@@ -41,7 +41,7 @@ def sql(dsn: str, statement: str) -> None:
         ("UPDATE loopstate_runs SET header = substr(header, 1, 20)",
          r"run run-1: corrupt runs row header"),
         ("DELETE FROM loopstate_transitions WHERE seq = 1",
-         r"run run-1: 1 transitions rows in postgresql://postgres@127.0.0.1:\d+/postgres.*says 2"),
+         r"run run-1: 1 transitions rows in postgresql://postgres@127.0.0.1:\d+/\w+\?.*says 2"),
         ("UPDATE loopstate_runs SET header = "
          "jsonb_set(header::jsonb, '{schema_version}', '99')::text",
          r"run run-1 was written by a newer loopstate .*: upgrade loopstate"),

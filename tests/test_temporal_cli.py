@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from support import forking
+from support.waiting import until
 from temporal_support import connect
 
 AGENT_MODULE = '''
@@ -57,11 +58,15 @@ async def test_the_cli_serves_starts_lists_decides_and_shows_a_temporal_run(
             cwd=tmp_path,
         )  # fmt: skip
         assert (code, out) == (0, "cli-1\ncli-1: awaiting_approval\n")
-        for _ in range(20):  # visibility is eventually consistent
-            code, out, _ = await cli("temporal", "pending", *where, cwd=tmp_path)
-            if out != "no pending calls\n":
-                break
-        assert out.startswith('cli-1  c1  shout {"text": "hi\\u001b[31m"}')  # escaped
+
+        async def listed() -> str:
+            """cli-1's call, once the inbox (eventually consistent) lists it: the server is
+            the run's, other tests' calls are listed too"""
+            _, out, _ = await cli("temporal", "pending", *where, cwd=tmp_path)
+            return next((line for line in out.splitlines() if line.startswith("cli-1 ")), "")
+
+        line = await until(listed, every=0.1)
+        assert line.startswith('cli-1  c1  shout {"text": "hi\\u001b[31m"}')  # escaped
         code, _, err = await cli("temporal", "approve", "cli-1", "nope", *where, cwd=tmp_path)
         assert code == 2
         assert err == "loopstate temporal approve: run cli-1 has no call nope to decide " \

@@ -35,15 +35,23 @@ def _free_port() -> int:
         return port
 
 
-@contextmanager
-def dev_server(*, timeout_s: float = 30.0) -> Iterator[str]:
-    """Start a dev server, yield its address (`127.0.0.1:PORT`), stop it at the end."""
-    port = _free_port()
+def dev_server_command(port: int) -> list[str]:
+    """The command line of a dev server listening on 127.0.0.1:`port` (its other ports free
+    ones), with loopstate's search attributes: for `dev_server`, or a caller that keeps the
+    server in a process of its own (the tests share one across their worker processes)."""
     command = [str(temporal_binary()), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
     command += ["--port", str(port), "--http-port", str(_free_port())]
     command += ["--metrics-port", str(_free_port()), "--log-level", "error"]
     for name, kind in SEARCH_ATTRIBUTES.items():
         command += ["--search-attribute", f"{name}={kind}"]
+    return command
+
+
+@contextmanager
+def dev_server(*, timeout_s: float = 30.0) -> Iterator[str]:
+    """Start a dev server, yield its address (`127.0.0.1:PORT`), stop it at the end."""
+    port = _free_port()
+    command = dev_server_command(port)
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait_listening(port, server, timeout_s)
