@@ -52,8 +52,8 @@ async def test_a_run_paused_from_another_process_stops_at_a_step_boundary_and_re
     async with served(temporal_address, tmp_path) as runs:
         (tmp_path / "release").touch()
         plain = await runs.result(await runs.start("pausing", "look things up"))
-        (tmp_path / "release").unlink()
-        (tmp_path / "lookups.txt").unlink()
+        for left in ("release", "lookups.txt", "held"):  # `held` too: else the wait below
+            (tmp_path / left).unlink()  # would not wait, and a slow run be paused before it
         where = ["--address", temporal_address, "--task-queue", runs.task_queue]
 
         run_id = await runs.start("pausing", "look things up")
