@@ -5,6 +5,7 @@ new run departs from the recording."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,12 @@ from loopstate.engine.recording.recorder import Recorder
 from loopstate.replay import replay
 
 FIVE = [tool_call_reply((f"r{i}", "read_file", {"path": f"f{i}"})) for i in range(1, 5)]
+
+
+def python_settings() -> dict[str, str]:
+    """The interpreter's PYTHON* settings the tests run with (PYTHONDONTWRITEBYTECODE, ...):
+    a child with others would be a fresh interpreter, not one forked (`support.forking`)."""
+    return {name: value for name, value in os.environ.items() if name.startswith("PYTHON")}
 
 
 def model(base: str, name: str) -> LiteLLMModel:
@@ -108,7 +115,8 @@ async def test_the_cli_replays_from_a_step_and_prints_the_departure(tmp_path: Pa
             [sys.executable, "-m", "loopstate", "replay", str(tape), "--from-step", "2",
              "--agent", "newagent:agent", "--json"],
             capture_output=True, text=True, cwd=tmp_path, timeout=300,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "BASE": server.openai_base},
+            env={**python_settings(), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path),
+                 "BASE": server.openai_base},
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
