@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 import pytest
+from support import forking
 
 PROMPT = r"\[a\]pprove, \[d\]eny, \[e\]dit arguments, a\[b\]ort\? "
 
@@ -98,7 +98,7 @@ def test_ctrl_c_mid_run_prints_one_line_and_the_run_resumes(tmp_path: Path) -> N
         line,
     )
     assert match, out
-    resumed = subprocess.run(
+    resumed = forking.run(
         [sys.executable, "-m", "loopstate", "resume", match[1], "--agent",
          "loopstate.demo:suspended_agent"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
