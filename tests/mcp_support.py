@@ -4,6 +4,7 @@ the run gets the right turn)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -18,12 +19,29 @@ from loopstate.engine.models.scripted import ScriptItem
 from loopstate.tools.mcp import MCPServer
 
 SERVER = Path(__file__).with_name("mcp_server.py")
+LAUNCHER = Path(__file__).with_name("forked_stdio.py")
+SDK = "mcp.server.mcpserver,pydantic"
+"""What the test server imports, imported by the fork server once for all its starts."""
+FORK_SOCKET = "LOOPSTATE_TESTS_FORK_SOCKET"
 
 
 def stdio_files(root: Path, **options: Any) -> MCPServer:
-    """The test server as a subprocess on stdin/stdout, its tools named `files_*`."""
+    """The test server as a subprocess on stdin/stdout, its tools named `files_*`.
+
+    The SDK starts `forked_stdio.py`, a bare interpreter that has the tests' fork server fork
+    the server onto its pipes (the server's imports, the SDK's, are then done once: seconds
+    of CPU per start). The fork server is this test process's, or, in a child process of the
+    tests, the one FORK_SOCKET names."""
     options.setdefault("namespace", "files")
-    return MCPServer.stdio(sys.executable, [str(SERVER), str(root), "stdio"], **options)
+    socket = os.environ.get(FORK_SOCKET) or forking.server_socket()
+    args = ["-I", "-S", str(LAUNCHER), socket, SDK, str(SERVER), str(root), "stdio"]
+    return MCPServer.stdio(sys.executable, args, **options)
+
+
+def forked_children_env() -> dict[str, str]:
+    """The environment of a child process of the tests that starts stdio servers: they are
+    forked by this test process's fork server too."""
+    return {**os.environ, FORK_SOCKET: forking.server_socket()}
 
 
 @contextmanager

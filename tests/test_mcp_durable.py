@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp_support import files_agent, http_files, stdio_files
+from mcp_support import files_agent, forked_children_env, http_files, stdio_files
 from service_support import in_uvicorn
 from support import forking
 
@@ -45,7 +45,7 @@ def resume_elsewhere(db: Path, root: Path, script: list[Any], resume: dict[str, 
     """Resume run-1 in another process; what it printed."""
     done = forking.run(
         [sys.executable, str(CHILD), str(db), str(root), json.dumps(script), json.dumps(resume)],
-        capture_output=True, text=True, timeout=120, cwd=CHILD.parent,
+        capture_output=True, text=True, timeout=120, cwd=CHILD.parent, env=forked_children_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])

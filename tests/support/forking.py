@@ -153,6 +153,12 @@ def _fallback(args: Any, reason: str) -> None:
             out.write("\n")
 
 
+def server_socket() -> str:
+    """The path of this test process's fork server's socket (the server started if not yet):
+    for a launcher that asks it for a child itself (`tests/forked_stdio.py`)."""
+    return _server().socket
+
+
 def _line(connection: socket.socket) -> str:
     """One line the server sent (a pid, a wait status): read byte by byte, nothing beyond."""
     data = b""

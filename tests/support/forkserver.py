@@ -53,6 +53,9 @@ class Job:
     cwd: str
     env: dict[str, str]
     new_session: bool
+    preload: tuple[str, ...] = ()
+    """Modules the server imports (once) before it forks this child: what a kind of child
+    that only some tests start imports (`forked_stdio.py`: an MCP server's SDK)."""
 
 
 def main() -> None:
@@ -118,6 +121,11 @@ def _fork(listener: socket.socket, waiting: dict[int, socket.socket]) -> Job | N
     """Accept a request and fork its child: the job in the child, None in the server."""
     connection, _ = listener.accept()
     job, fds = _receive(connection)
+    if any(name not in sys.modules for name in job.preload):
+        for name in job.preload:
+            with contextlib.suppress(ImportError):  # the child says so, as its own import
+                importlib.import_module(name)
+        gc.freeze()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -165,7 +173,8 @@ def _receive(connection: socket.socket) -> tuple[Job, list[int]]:
         if not part:
             raise ConnectionError("the request ended early")
         body += part
-    return Job(**json.loads(body)), fds
+    fields = json.loads(body)
+    return Job(**{**fields, "preload": tuple(fields.get("preload", ()))}), fds
 
 
 def _become(job: Job, base_path: list[str]) -> None:
