@@ -1,31 +1,33 @@
 """`loopstate demo` in a real pseudo-terminal, as a person types at it: a schema-breaking edit
 is asked again, Ctrl-C and Ctrl-D at the prompt abort the run cleanly, a deny is announced;
-Ctrl-C mid-run interrupts it (one line) and `loopstate resume` continues it."""
+Ctrl-C mid-run interrupts it (one line) and `loopstate resume` continues it. (The demo's
+process is forked by the tests' fork server onto the terminal: `forked_terminal.py`.)"""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
 import pytest
+from forked_terminal import Terminal
 from support import forking
 
 PROMPT = r"\[a\]pprove, \[d\]eny, \[e\]dit arguments, a\[b\]ort\? "
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> pexpect.spawn:
-    child = pexpect.spawn(sys.executable, ["-m", "loopstate", "demo"], cwd=str(tmp_path),
-                          encoding="utf-8", timeout=30, dimensions=(40, 200))  # fmt: skip
+def demo(tmp_path: Path) -> Iterator[Terminal]:
+    child = Terminal("loopstate", ["demo"], cwd=tmp_path, timeout=30, dimensions=(40, 200))
     child.expect(PROMPT)
     yield child
     child.close(force=True)
 
 
-def finished(child: pexpect.spawn) -> str:
+def finished(child: Terminal) -> str:
     """Everything the demo printed until it exited; asserts no traceback."""
     child.expect(pexpect.EOF)
     child.close()
@@ -35,7 +37,7 @@ def finished(child: pexpect.spawn) -> str:
 
 
 def test_an_edit_that_breaks_the_schema_gets_the_field_error_and_is_asked_again(
-    demo: pexpect.spawn,
+    demo: Terminal,
 ) -> None:
     demo.sendline("e")
     demo.expect("new arguments as JSON: ")
@@ -53,7 +55,7 @@ def test_an_edit_that_breaks_the_schema_gets_the_field_error_and_is_asked_again(
 
 
 def test_ctrl_c_at_the_prompt_aborts_the_run_and_the_demo_exits_at_once(
-    demo: pexpect.spawn,
+    demo: Terminal,
 ) -> None:
     demo.sendintr()
     out = finished(demo)
@@ -62,14 +64,14 @@ def test_ctrl_c_at_the_prompt_aborts_the_run_and_the_demo_exits_at_once(
     assert demo.exitstatus == 0
 
 
-def test_ctrl_d_at_the_prompt_aborts_the_run(demo: pexpect.spawn) -> None:
+def test_ctrl_d_at_the_prompt_aborts_the_run(demo: Terminal) -> None:
     demo.sendeof()
     out = finished(demo)
     assert "stop reason: aborted: no answer: the terminal closed" in out
     assert demo.exitstatus == 0
 
 
-def test_a_deny_is_announced_before_the_loop_goes_on(demo: pexpect.spawn) -> None:
+def test_a_deny_is_announced_before_the_loop_goes_on(demo: Terminal) -> None:
     demo.sendline("d")
     demo.expect("reason for the model: ")
     demo.sendline("keep the typo")
@@ -85,9 +87,8 @@ def test_ctrl_c_mid_run_prints_one_line_and_the_run_resumes(tmp_path: Path) -> N
     (tmp_path / ".loopstate").mkdir()
     with serve(stalled()) as server:  # the model call hangs until the client goes away
         env = {**os.environ, "OPENAI_API_BASE": server.openai_base, "OPENAI_API_KEY": "k"}
-        child = pexpect.spawn(sys.executable, ["-m", "loopstate", "demo", "--suspend",
-                                               "--model", "openai/test-model"],
-                              cwd=str(tmp_path), env=env, encoding="utf-8", timeout=60)  # fmt: skip
+        child = Terminal("loopstate", ["demo", "--suspend", "--model", "openai/test-model"],
+                         cwd=tmp_path, env=env, timeout=60)  # fmt: skip
         server.wait_for_requests(1)
         child.sendintr()
         out = finished(child)
