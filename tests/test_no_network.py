@@ -1,8 +1,8 @@
-"""loopstate imports litellm only when a model is called, and a call connects to nothing but
-the model's api_base: litellm does not fetch its price map from the network. Tool calls work
-through litellm without its `mcp` extra (mcp, starlette, uvicorn, ...): LiteLLMModel skips
-litellm's MCP gateway. Each checked in a fresh interpreter (two in all: the imports and the
-environment at start-up are the point), over real HTTP."""
+"""loopstate imports litellm only when a model is called (and mcp not at all), and a call
+connects to nothing but the model's api_base: litellm does not fetch its price map from the
+network. Tool calls work through litellm without its `mcp` extra (mcp, starlette, uvicorn,
+...): LiteLLMModel skips litellm's MCP gateway. Each checked in a fresh interpreter (two in
+all: the imports and the environment at start-up are the point), over real HTTP."""
 
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ CHILD = textwrap.dedent(
 
     from loopstate import Agent, LiteLLMModel, MemoryStore, tool
 
+    imported = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+
     before = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")
     model = LiteLLMModel("openai/test-model", api_base=url + "/v1", api_key="sk-test")
     built = sorted(m for m in sys.modules if m.split(".")[0] == "litellm")
@@ -64,6 +66,7 @@ CHILD = textwrap.dedent(
     from litellm.litellm_core_utils.get_model_cost_map import get_model_cost_map_source_info
     print(json.dumps({
         "output": result.output,
+        "mcp_when_imported": imported,
         "litellm_when_built": built,
         "before": before,
         "after": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"),
@@ -112,6 +115,13 @@ def test_importing_loopstate_and_building_a_model_does_not_import_litellm(
 ) -> None:
     child, _, _ = default_call
     assert child["litellm_when_built"] == []
+
+
+def test_import_loopstate_imports_no_mcp(
+    default_call: tuple[dict[str, Any], int, list[Any]],
+) -> None:
+    child, _, _ = default_call
+    assert child["mcp_when_imported"] == []
 
 
 def test_a_call_connects_only_to_the_model_server(
