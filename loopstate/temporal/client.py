@@ -17,11 +17,13 @@ Signal instead, checked when the run applies it. The inbox reads search attribut
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.client import (
     Client,
     Interceptor,
@@ -124,8 +126,8 @@ class TemporalRuns:
         """The user's next message to a flow run that waits for it (an Update: refused at once,
         `RunNotResumable`, if the run does not wait for the user)."""
         try:
-            await self._handle(run_id).execute_update(
-                "reply", ReplyRequest(message=message, actor=actor)
+            await _execute(
+                self._handle(run_id), "reply", ReplyRequest(message=message, actor=actor)
             )
         except WorkflowUpdateFailedError as exc:
             raise RunNotResumable(_reason(exc)) from None
@@ -205,7 +207,7 @@ class TemporalRuns:
             await handle.signal("decide", request)
             return
         try:
-            await handle.execute_update("decide", request, result_type=ApprovalRequest)
+            await _execute(handle, "decide", request, ApprovalRequest)
         except WorkflowUpdateFailedError as exc:
             raise DecisionError(_reason(exc)) from None
         except RPCError as exc:
@@ -232,7 +234,7 @@ class TemporalRuns:
             await handle.signal("abort", request)
             return
         try:
-            await handle.execute_update("abort", request)
+            await _execute(handle, "abort", request)
         except WorkflowUpdateFailedError as exc:
             raise DecisionError(_reason(exc)) from None
         except RPCError as exc:
@@ -242,7 +244,7 @@ class TemporalRuns:
         """Call the model again for a run resting in `model_failed` (its retries spent);
         `RunNotResumable` if it is not there."""
         try:
-            await self._handle(run_id).execute_update("retry", RetryRequest(actor=actor))
+            await _execute(self._handle(run_id), "retry", RetryRequest(actor=actor))
         except WorkflowUpdateFailedError as exc:
             raise RunNotResumable(_reason(exc)) from None
         except RPCError as exc:
@@ -268,7 +270,7 @@ class TemporalRuns:
 
     async def _update(self, run_id: str, name: str, request: Any, result_type: Any) -> Any:
         try:
-            return await self._handle(run_id).execute_update(name, request, result_type=result_type)
+            return await _execute(self._handle(run_id), name, request, result_type)
         except WorkflowUpdateFailedError as exc:
             raise RunNotResumable(_reason(exc)) from None
         except RPCError as exc:
@@ -314,6 +316,34 @@ async def _unanswered(
     )
 
 
+async def _execute(
+    handle: WorkflowHandle[Any, RunResult], name: str, request: Any, result_type: Any = None
+) -> Any:
+    """Send the Update `name`, again (with the same update id) while Temporal answers that the
+    workflow task carrying it failed (`WorkflowNotReady`): the server then drops the Update
+    unapplied, e.g. when the task that completes the run meets an event that arrived meanwhile
+    (a child's end). Retried a few times, never forever; another error is the caller's."""
+    update_id = str(uuid.uuid4())
+    for attempt in range(_NOT_READY_TRIES):
+        try:
+            return await handle.execute_update(name, request, id=update_id, result_type=result_type)
+        except RPCError as exc:
+            if not _not_ready(exc) or attempt == _NOT_READY_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_NOT_READY_TRIES = 5
+
+
+def _not_ready(exc: RPCError) -> bool:
+    """Temporal's answer that the workflow task carrying an Update failed (the Update was not
+    applied; sending it again is what the server asks)."""
+    return exc.status == RPCStatusCode.FAILED_PRECONDITION and any(
+        detail.Is(WorkflowNotReadyFailure.DESCRIPTOR) for detail in exc.grpc_status.details
+    )
+
+
 def _reason(exc: WorkflowUpdateFailedError) -> str:
     cause = exc.cause
     return cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
@@ -333,8 +363,6 @@ def _quoted(value: str) -> str:
 
 
 def _short_id() -> str:
-    import uuid
-
     return uuid.uuid4().hex[:12]
 
 
