@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 # processes, which inherit this environment (the fork server too: set before it starts).
 # The library's own default is left alone: a deployment keeps its deadlock detector.
 os.environ["TEMPORAL_DEBUG"] = "1"
+
+# The tests press Ctrl-C (send SIGINT) at child processes as a person at a terminal does, whose
+# shell starts the foreground job with SIGINT handled. A suite started in the background by a
+# script (`pytest ... &` without job control) has SIGINT ignored, and every child inherits
+# that (across fork and exec; Python and asyncio keep an ignored SIGINT ignored, as `nohup`
+# expects): Ctrl-C mid-run did nothing, the call ran on until the model server gave up, and the
+# demo reported a failed model call. Handled as Python does by default, in this process and so
+# in its children (the fork server too: set before it starts).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from support import servers
 from support.parallel import ModuleFixtureScheduling, once_per_run
