@@ -324,13 +324,13 @@ async def _execute(
     unapplied, e.g. when the task that completes the run meets an event that arrived meanwhile
     (a child's end). Retried a few times, never forever; another error is the caller's."""
     update_id = str(uuid.uuid4())
-    for attempt in range(_NOT_READY_TRIES):
+    for _ in range(_NOT_READY_TRIES - 1):
         try:
             return await handle.execute_update(name, request, id=update_id, result_type=result_type)
         except RPCError as exc:
-            if not _not_ready(exc) or attempt == _NOT_READY_TRIES - 1:
+            if not _not_ready(exc):
                 raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return await handle.execute_update(name, request, id=update_id, result_type=result_type)
 
 
 _NOT_READY_TRIES = 5
