@@ -88,15 +88,23 @@ def test_each_step_of_a_history_makes_the_messages_litellms_whole_transform_make
 ) -> None:
     litellm = _import_litellm()  # before the modules that import litellm: its offline defaults
     from loopstate.engine.models.provider_history import Histories
+    from loopstate.engine.models.provider_path import encoded, encoder
 
     config = litellm.ProviderConfigManager.get_provider_chat_config(
         model=NAME, provider=litellm.LlmProviders.ANTHROPIC
     )
     histories = Histories(config, rounds=True)
+    compact = seed % 2 == 0  # the turns kept encoded, as either kind of client encodes
+    histories.encode = encoder(compact)
     closed = 0
     for state in _histories(seed):
-        got = histories.fields(tuple(state), ORIGIN, "claude-sonnet-4-5")
-        assert got is not None
+        made = histories.fields(tuple(state), ORIGIN, {"model": "claude-sonnet-4-5"})
+        assert made is not None
+        got, coded = made
         assert (got["system"] or [], got["messages"]) == _whole(state, config)
         closed = max(closed, histories._last(tuple(state)).closed)
+        # the body's bytes, with the kept turns' encodings, are those of the body encoded whole
+        body = {"model": "claude-sonnet-4-5", **got, "max_tokens": 64}
+        assert len(coded) == len(histories._last(tuple(state)).turns) <= len(got["messages"])
+        assert encoded(body, compact=compact, coded=coded) == encoder(compact)(body)
     assert closed > 0  # rounds were closed and reused, not every history transformed whole

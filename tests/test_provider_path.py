@@ -18,7 +18,7 @@ from thin_support import Counting, wire
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Message, ToolMessage, UserMessage
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
-from loopstate.engine.models import provider_path
+from loopstate.engine.models import provider_http
 from loopstate.engine.models.litellm import LiteLLMModel
 from loopstate.engine.models.provider_path import ProviderPath
 
@@ -233,7 +233,7 @@ def test_a_closed_event_loops_transport_is_not_kept() -> None:
     with serve(*[raw_reply(reply(n)) for n in range(8)]) as server:
         for _ in range(4):  # as `run_sync` does: a new event loop each time
             asyncio.run(twice(LiteLLMModel(name, api_base=server.openai_base, api_key="k")))
-    assert len([loop for loop in provider_path._TRANSPORTS if loop.is_closed()]) == 1
+    assert len([loop for loop in provider_http._TRANSPORTS if loop.is_closed()]) == 1
 
 
 async def test_a_reply_form_litellm_reads_its_own_way_is_left_to_litellm() -> None:
@@ -255,3 +255,35 @@ async def test_a_reply_form_litellm_reads_its_own_way_is_left_to_litellm() -> No
     assert [r.message.content for r in fast if isinstance(r, ModelResponse)] == [
         "Reading.", "Reading.", None, None,
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["groq/openai/gpt-oss-20b", "openai/gpt-4o-mini"])
+async def test_a_redirect_is_followed_and_a_cookie_set_is_kept_as_the_client_does(
+    name: str,
+) -> None:
+    """The fast path sends on its client's transport, not through the client: a redirect is
+    sent again through the client, which follows it; a cookie the server sets is kept (the
+    SDK's client) or dropped (litellm's handler) as that client does."""
+    moved = raw_reply({}, status=307, headers=(("location", "/moved/v1/chat/completions"),))
+    cookie = (("set-cookie", "__cf_bm=abc123; Path=/"),)
+    _, reply = PROVIDERS["groq"]
+    # calls 1 and 2 set the shape; calls 3 and 4 take the fast path, 3 redirected (twice)
+    replies = [raw_reply(reply(0)), raw_reply(reply(1), headers=cookie), moved, moved]
+    replies += [raw_reply(reply(n)) for n in (2, 3)]
+    request = ModelRequest(messages=(UserMessage(content="Hi"),), tools=(READ_FILE,))
+    sent: dict[bool, list[Any]] = {}
+    for direct in (False, True):
+        with serve(*replies) as server, Counting() as counting:
+            model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", direct=direct)
+            got = [await model.complete(request) for _ in range(4)]
+        assert [len(r.message.calls) for r in got] == [1] * 4
+        assert counting.reached == (1 if direct else 4)
+        sent[direct] = wire(server.requests)
+    paths = [path for path, _, _ in sent[True]]
+    assert paths == ["/v1/chat/completions"] * 4 + ["/moved/v1/chat/completions"] * 1 + [
+        "/v1/chat/completions"
+    ]
+    assert {body for _, _, body in sent[True]} == {body for _, _, body in sent[False]}
+    kept = name.startswith("openai/")  # the SDK's client keeps cookies; litellm's drops them
+    cookies = [headers.get("cookie") for _, headers, _ in sent[True]]
+    assert cookies == [None, None] + ["__cf_bm=abc123" if kept else None] * 4

@@ -9,11 +9,15 @@ each made into turns from its own messages, and strips trailing whitespace from 
 turn only: the turns of closed rounds are kept, and a call transforms the open rounds with the
 leading system messages (which make `system`). `remember` checks a shape's first request
 (litellm's) against the whole history transformed here.
+
+Each turn kept is also kept encoded (`coded`, by the `encode` of the path's templates), so a
+request's body is encoded anew only for the turns the history gained (`Template.build`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +39,8 @@ _SIGNED_ID = "__thought__"  # litellm's separator of a Gemini thought signature 
 class _Done:
     """What was made of a history: its messages, their call ids on the wire, the wire
     messages, the leading system run's count, and the turns of the first `closed`
-    conversation messages (all of them, for an OpenAI-compatible provider)."""
+    conversation messages (all of them, for an OpenAI-compatible provider), with their
+    encodings (`coded`, by `Histories.encode`; shorter when none was set)."""
 
     source: tuple[Message, ...]
     wire_ids: dict[str, str]
@@ -43,9 +48,11 @@ class _Done:
     lead: int
     closed: int
     turns: tuple[Any, ...]
+    coded: tuple[bytes, ...]
 
 
-_EMPTY = _Done((), {}, (), 0, 0, ())
+_EMPTY = _Done((), {}, (), 0, 0, (), ())
+_HISTORY = ("messages", "system")  # a request's fields made here; the others are its template's
 
 
 def _plain(messages: list[dict[str, Any]]) -> bool:
@@ -63,11 +70,15 @@ class Histories:
     grows: a call finds what the last call of the same history made (keyed by its first
     message's identity, checked message by message) and makes only the rest."""
 
-    def __init__(self, config: Any, rounds: bool) -> None:
+    def __init__(self, config: Any, rounds: bool, litellm_params: dict[str, Any] | None = None):
         self._config = config
         self._rounds = rounds
         """Anthropic's: turns made by round, `system` of the leading system messages."""
+        self._litellm_params = litellm_params or {}
+        """What litellm hands `transform_request` of the model (its provider, its `api_base`)."""
         self._made: OrderedDict[int, _Done] = OrderedDict()
+        self.encode: Callable[[Any], bytes] | None = None
+        """How the path's templates encode one turn (set when the first is kept)."""
 
     def _last(self, messages: tuple[Message, ...]) -> _Done:
         last = self._made.get(id(messages[0])) if messages else None
@@ -85,13 +96,15 @@ class Histories:
 
     def remember(self, messages: tuple[Message, ...], origin: Origin, body: dict[str, Any]) -> bool:
         """Whether `body` (litellm's) has the fields made here of `messages`."""
-        fields = self.fields(messages, origin, body.get("model"), fresh=True)
-        return fields is not None and all(body.get(k) == v for k, v in fields.items())
+        made = self.fields(messages, origin, body, fresh=True)
+        return made is not None and all(body.get(k) == v for k, v in made[0].items())
 
     def fields(
-        self, messages: tuple[Message, ...], origin: Origin, model: Any, *, fresh: bool = False
-    ) -> dict[str, Any] | None:
-        """The history fields of a request of `messages`, or None: not a history this makes."""
+        self, messages: tuple[Message, ...], origin: Origin, body: dict[str, Any], *,
+        fresh: bool = False,
+    ) -> tuple[dict[str, Any], tuple[bytes, ...]] | None:  # fmt: skip
+        """The history fields of a request of `messages` like `body` (its template's), and the
+        encodings of its first turns; or None: not a history this makes."""
         last = _EMPTY if fresh else self._last(messages)
         wire_ids = dict(last.wire_ids)
         new = [
@@ -102,37 +115,51 @@ class Histories:
             return None
         wire = (*last.wire, *new)
         if not self._rounds:
-            turns = (*last.turns, *self._transform(model, new)["messages"])
-            self._keep(_Done(messages, wire_ids, wire, 0, len(wire), turns))
-            return {"messages": list(turns)}
-        return self._by_round(messages, wire_ids, wire, last, model)
+            turns = (*last.turns, *self._transform(body, new)["messages"])
+            done = _Done(messages, wire_ids, wire, 0, len(wire), turns, self._coded(last, turns))
+            self._keep(done)
+            return {"messages": list(turns)}, done.coded
+        return self._by_round(messages, wire_ids, wire, last, body)
+
+    def _coded(self, last: _Done, turns: tuple[Any, ...]) -> tuple[bytes, ...]:
+        """The encodings of `turns`: `last`'s, and the others' made now."""
+        if self.encode is None or len(last.coded) != len(last.turns):
+            return ()
+        return (*last.coded, *map(self.encode, turns[len(last.coded) :]))
 
     def _by_round(
         self, messages: tuple[Message, ...], wire_ids: dict[str, str],
-        wire: tuple[dict[str, Any], ...], last: _Done, model: Any,
-    ) -> dict[str, Any] | None:  # fmt: skip
+        wire: tuple[dict[str, Any], ...], last: _Done, body: dict[str, Any],
+    ) -> tuple[dict[str, Any], tuple[bytes, ...]] | None:  # fmt: skip
         lead = last.lead if last.source else _leading(wire)
         system, conversation = list(wire[:lead]), wire[lead:]
         if not conversation or any(m["role"] == "system" for m in conversation):
             return None
         cut = _cut(conversation, last.closed)
         turns, closed = last.turns, last.closed
-        made = self._transform(model, system + list(conversation[closed:]))
+        made = self._transform(body, system + list(conversation[closed:]))
         tail = made["messages"]
         if cut is not None:  # a turn per run of one side's messages: the closed rounds' lead
             ran = _runs(conversation[closed:cut])
             if len(tail) != ran + _runs(conversation[cut:]):
                 return None  # turns not of runs: litellm makes this history
             turns, closed, tail = (*turns, *tail[:ran]), cut, tail[ran:]
-        self._keep(_Done(messages, wire_ids, wire, lead, closed, turns))
-        return {"messages": [*turns, *tail], "system": made.get("system")}
+        done = _Done(messages, wire_ids, wire, lead, closed, turns, self._coded(last, turns))
+        self._keep(done)
+        return {"messages": [*turns, *tail], "system": made.get("system")}, done.coded
 
-    def _transform(self, model: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _transform(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        model = body.get("model")
         if self._rounds:
             return anthropic_turns(self._config, model, messages)
+        # The call's other parameters, as litellm hands them over (DeepSeek's `thinking` fills
+        # in reasoning); not its tools, which a plain history's messages do not depend on and
+        # the transform would check again at each call.
+        params = {k: v for k, v in body.items() if k not in (*_HISTORY, "model", "tools")}
         made: dict[str, Any] = self._config.transform_request(
-            model=model, messages=messages, optional_params={}, litellm_params={}, headers={}
-        )
+            model=model, messages=messages, optional_params=params,
+            litellm_params=dict(self._litellm_params), headers={},
+        )  # fmt: skip
         return made
 
 

@@ -18,13 +18,13 @@ on `acompletion`, as does any model without an explicit `api_key` or with `direc
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import re
 import weakref
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import cached_property
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,6 +42,7 @@ from loopstate.engine.models.litellm_contract import (
 from loopstate.engine.models.litellm_errors import model_error, status_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.provider_history import Histories
+from loopstate.engine.models.provider_http import Recorder, recording, send
 from loopstate.engine.models.provider_plain import (
     COST_HEADER,
     UNPRICED,
@@ -75,57 +76,6 @@ def eligible(litellm: Any, settings: dict[str, Any]) -> bool:
     return no_per_call_work(litellm)
 
 
-_sent: contextvars.ContextVar[list[httpx.Request] | None] = contextvars.ContextVar(
-    "loopstate_sent", default=None
-)
-
-
-# One transport of litellm's kind per live event loop (a pool belongs to its loop), shared by
-# the fast paths on it; a closed loop's is dropped when another opens one (as `run_sync` does).
-_TRANSPORTS: dict[asyncio.AbstractEventLoop, httpx.AsyncBaseTransport] = {}
-
-
-def _transport() -> httpx.AsyncBaseTransport:
-    loop = asyncio.get_running_loop()
-    transport = _TRANSPORTS.get(loop)
-    if transport is None:
-        for closed in [old for old in _TRANSPORTS if old.is_closed()]:
-            del _TRANSPORTS[closed]
-        transport = _TRANSPORTS[loop] = (
-            http_handler().create_async_transport() or httpx.AsyncHTTPTransport()
-        )
-    return transport
-
-
-class Recorder(httpx.AsyncBaseTransport):
-    """An httpx transport that sends on litellm's kind of transport (aiohttp's, unless
-    litellm is told otherwise: a cancelled stream's connection is closed at once, as
-    litellm's own are) and records what is sent while a `recording` is open in the sending
-    task."""
-
-    def __init__(self) -> None:
-        self._inner = _transport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        sent = _sent.get()
-        if sent is not None:
-            sent.append(request)
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        """The shared transport stays open for the loop's other fast paths."""
-
-
-@contextmanager
-def recording() -> Iterator[list[httpx.Request]]:
-    sent: list[httpx.Request] = []
-    token = _sent.set(sent)
-    try:
-        yield sent
-    finally:
-        _sent.reset(token)
-
-
 @dataclass(frozen=True)
 class Template:
     """One request shape as litellm sent it: every call of the shape sends the same, but for
@@ -138,28 +88,56 @@ class Template:
     """Encoded as httpx and the OpenAI SDK encode JSON (else as litellm's `json.dumps`)."""
 
     def build(
-        self, client: httpx.AsyncClient, fields: dict[str, Any]
+        self, client: httpx.AsyncClient, fields: dict[str, Any], coded: tuple[bytes, ...] = ()
     ) -> tuple[httpx.Request, dict[str, Any]]:
+        """The request of a call with the history `fields`, whose first messages are encoded
+        already (`coded`, as `encoder(self.compact)` encodes them)."""
         body = {k: fields.get(k, v) for k, v in self.body.items()}
-        content = encoded(body, compact=self.compact)
-        headers = [
-            (k, v)
-            for k, v in self.request.headers.raw
-            if k.lower() not in (b"content-length", b"cookie")
-        ]
+        content = encoded(body, compact=self.compact, coded=coded)
         request = httpx.Request(
-            "POST", self.request.url, headers=headers, content=content,
+            "POST", self.request.url, headers=self._headers, content=content,
             extensions=dict(self.request.extensions),
         )  # fmt: skip
         if client.cookies.jar:  # the pool's cookies as they are now
             client.cookies.set_cookie_header(request)
         return request, body
 
+    @cached_property
+    def _headers(self) -> httpx.Headers:
+        return httpx.Headers(
+            [(k, v) for k, v in self.request.headers.raw if k.lower() not in _PER_REQUEST]
+        )
 
-def encoded(body: dict[str, Any], *, compact: bool) -> bytes:
+
+_PER_REQUEST = (b"content-length", b"cookie")  # set for each request anew
+
+
+def encoder(compact: bool) -> Callable[[Any], bytes]:
+    """How a value is encoded in a request body (compact: as httpx and the OpenAI SDK encode
+    JSON; else as litellm's `json.dumps`)."""
     if compact:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    return json.dumps(body).encode()
+        return lambda value: json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
+    return lambda value: json.dumps(value).encode()
+
+
+def encoded(body: dict[str, Any], *, compact: bool, coded: tuple[bytes, ...] = ()) -> bytes:
+    """`body` encoded as `encoder(compact)` encodes it whole, its `messages`' first ones taken
+    from `coded` (their encodings): the same bytes."""
+    encode = encoder(compact)
+    if not coded:
+        return encode(body)
+    item, key = (b",", b":") if compact else (b", ", b": ")
+    parts = []
+    for name, value in body.items():
+        if name == "messages":
+            rest = map(encode, value[len(coded) :])
+            part = b"[" + item.join((*coded, *rest)) + b"]"
+        else:
+            part = encode(value)
+        parts.append(encode(name) + key + part)
+    return b"{" + item.join(parts) + b"}"
 
 
 _NO_LOGGING = SimpleNamespace(model_call_details={}, post_call=lambda *a, **k: None)
@@ -186,13 +164,14 @@ class ProviderPath:
         client keeps no cookies); for `openai/`, an `AsyncOpenAI` over a client like the one
         litellm builds for it (cookies kept, redirects followed)."""
         self.client: httpx.AsyncClient
+        self.transport = Recorder()
         if self.provider != "openai":
-            self.handler = http_handler()(transport=Recorder())
+            self.handler = http_handler()(transport=self.transport)
             self.client = self.handler.client
         else:
             from openai import AsyncOpenAI
 
-            self.client = httpx.AsyncClient(transport=Recorder(), follow_redirects=True)
+            self.client = httpx.AsyncClient(transport=self.transport, follow_redirects=True)
             # The SDK >= 3 types its client as its `httpx2` fork's; it sends with the one given.
             given: Any = self.client
             self.handler = AsyncOpenAI(
@@ -203,6 +182,7 @@ class ProviderPath:
         self._config: Any = None
         self._templates: dict[tuple[bool, str, bool], Template] = {}
         self._histories: Histories | None = None
+        self._compact: bool | None = None
         self.learned: dict[tuple[Any, ...], Rates | None] = {}
         """Per reply model and tier: its plain replies' rates (None: read by litellm)."""
 
@@ -235,13 +215,18 @@ class ProviderPath:
         compact = encoded(body, compact=True) == sent.content
         if not compact and encoded(body, compact=False) != sent.content:
             return  # sent in an encoding of its own
-        if self._history().remember(request.messages, self._origin, body):
+        history = self._history()
+        if self._compact is None:  # the turns kept are encoded as the first shape's body is
+            self._compact, history.encode = compact, encoder(compact)
+        if history.remember(request.messages, self._origin, body):
             template = Template(sent, body, request.tools, compact)
             self._templates[_shape(request, streamed)] = template
 
     def _history(self) -> Histories:
         if self._histories is None:
-            self._histories = Histories(self.contract(), self.provider == "anthropic")
+            base = self.settings.get("api_base")
+            given = {"custom_llm_provider": self.provider, "api_base": base}
+            self._histories = Histories(self.contract(), self.provider == "anthropic", given)
         return self._histories
 
     def _request(
@@ -252,12 +237,11 @@ class ProviderPath:
         if template is None or template.tools != request.tools or not self._admits(request):
             return None
         self.contract()  # a changed contract is found before sending, not after
-        fields = self._history().fields(request.messages, self._origin, template.body["model"])
-        if fields is None or any(
-            (v is None) != (k not in template.body) for k, v in fields.items()
-        ):
+        made = self._history().fields(request.messages, self._origin, template.body)
+        if made is None or any((v is None) != (k not in template.body) for k, v in made[0].items()):
             return None
-        return template.build(self.client, fields)
+        fields, coded = made  # the turns kept encoded, if as this template encodes
+        return template.build(self.client, fields, coded * (template.compact == self._compact))
 
     async def complete(self, request: ModelRequest) -> ModelResponse | None:
         """The call's reply, or None: it must go through litellm."""
@@ -285,7 +269,7 @@ class ProviderPath:
         """`request` sent; an error status, a timeout or a failed connection a `ModelError`
         (but the 400 litellm makes an empty reply of, for a call's `body`)."""
         try:
-            response = await self.client.send(request, stream=stream)
+            response = await send(self.client, self.transport, request, stream=stream)
         except httpx.TransportError as exc:  # a timeout, a failed connection
             raise model_error(exc, self._name) from exc
         if response.status_code >= 400:
