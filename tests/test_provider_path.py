@@ -6,6 +6,7 @@ the wire, the same replies (text, calls, reasoning, usage, cost), the same error
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,14 @@ from model_server import Reply, delayed, raw_reply, serve
 from thin_support import Counting, wire
 
 from loopstate.engine.errors import ModelError
-from loopstate.engine.messages import Message, ToolMessage, UserMessage
+from loopstate.engine.messages import (
+    AssistantMessage,
+    Message,
+    Origin,
+    ToolMessage,
+    UserMessage,
+    tool_call,
+)
 from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
 from loopstate.engine.models import provider_http
 from loopstate.engine.models.litellm import LiteLLMModel
@@ -287,3 +295,35 @@ async def test_a_redirect_is_followed_and_a_cookie_set_is_kept_as_the_client_doe
     kept = name.startswith("openai/")  # the SDK's client keeps cookies; litellm's drops them
     cookies = [headers.get("cookie") for _, headers, _ in sent[True]]
     assert cookies == [None, None] + ["__cf_bm=abc123" if kept else None] * 4
+
+
+async def test_deepseek_thinking_fills_in_a_turns_missing_reasoning_as_litellm_does() -> None:
+    """With thinking on, DeepSeek's transform gives an assistant turn without reasoning a
+    placeholder (its API refuses such a turn otherwise): the fast path's transform of each
+    call's new messages gets the call's parameters, so it does the same."""
+    name = "deepseek/deepseek-reasoner"
+    other = Origin(provider="openai", model="openai/gpt-4o-mini")  # a turn of another model
+    call = tool_call("call_0", "read_file", '{"path": "a.md"}')
+    replies = [raw_reply(pr.deepseek("Look.", pr.deepseek_call(n, f"{n}.md"))) for n in range(3)]
+    sent: dict[bool, list[Any]] = {}
+    for direct in (False, True):
+        with serve(*replies) as server, Counting() as counting:
+            model = LiteLLMModel(name, api_base=server.openai_base, api_key="k", direct=direct,
+                                 thinking={"type": "enabled"})  # fmt: skip
+            history: list[Message] = [UserMessage(content="Hi")]
+            for n in range(3):
+                if n == 1:  # the next call's new messages hold a turn without reasoning
+                    history += [AssistantMessage(content=None, tool_calls=(call,), origin=other),
+                                ToolMessage(tool_call_id="call_0", content="x")]  # fmt: skip
+                reply = await model.complete(ModelRequest(messages=tuple(history)))
+                history += [reply.message, *(ToolMessage(tool_call_id=c.id, content="y")
+                                             for c in reply.message.calls)]  # fmt: skip
+        assert counting.reached == (1 if direct else 3)
+        sent[direct] = wire(server.requests)
+    assert sent[True] == sent[False]
+    last = json.loads(sent[True][2][2])["messages"]
+    assert [m.get("reasoning_content") for m in last if m["role"] == "assistant"] == [
+        "Look.",
+        " ",
+        "Look.",
+    ]
