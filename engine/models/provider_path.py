@@ -234,7 +234,9 @@ class ProviderPath:
     ) -> tuple[httpx.Request, dict[str, Any]] | None:
         """The call's request and its body, or None: it must go through litellm."""
         template = self._templates.get(_shape(request, streamed))
-        if template is None or template.tools != request.tools or not self._admits(request):
+        if template is None or template.tools != request.tools:
+            return None
+        if not eligible(self.litellm, self.settings):  # its tools were, when it was kept
             return None
         self.contract()  # a changed contract is found before sending, not after
         made = self._history().fields(request.messages, self._origin, template.body)
