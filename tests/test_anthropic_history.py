@@ -88,7 +88,7 @@ def test_each_step_of_a_history_makes_the_messages_litellms_whole_transform_make
 ) -> None:
     litellm = _import_litellm()  # before the modules that import litellm: its offline defaults
     from loopstate.engine.models.provider_history import Histories
-    from loopstate.engine.models.provider_path import encoded, encoder
+    from loopstate.engine.models.provider_http import encoded, encoder
 
     config = litellm.ProviderConfigManager.get_provider_chat_config(
         model=NAME, provider=litellm.LlmProviders.ANTHROPIC

@@ -52,7 +52,7 @@ class _Done:
 
 
 _EMPTY = _Done((), {}, (), 0, 0, (), ())
-_HISTORY = ("messages", "system")  # a request's fields made here; the others are its template's
+HISTORY = ("messages", "system")  # a request's fields made here; the others are its template's
 
 
 def _plain(messages: list[dict[str, Any]]) -> bool:
@@ -155,7 +155,7 @@ class Histories:
         # The call's other parameters, as litellm hands them over (DeepSeek's `thinking` fills
         # in reasoning); not its tools, which a plain history's messages do not depend on and
         # the transform would check again at each call.
-        params = {k: v for k, v in body.items() if k not in (*_HISTORY, "model", "tools")}
+        params = {k: v for k, v in body.items() if k not in (*HISTORY, "model", "tools")}
         made: dict[str, Any] = self._config.transform_request(
             model=model, messages=messages, optional_params=params,
             litellm_params=dict(self._litellm_params), headers={},

@@ -21,10 +21,7 @@ import asyncio
 import json
 import re
 import weakref
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from functools import cached_property
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,7 +29,7 @@ import httpx
 
 from loopstate.engine.errors import ModelError
 from loopstate.engine.messages import Origin
-from loopstate.engine.model import ModelRequest, ModelResponse, ToolDefinition
+from loopstate.engine.model import ModelRequest, ModelResponse
 from loopstate.engine.models.litellm_contract import (
     http_handler,
     no_per_call_work,
@@ -42,7 +39,14 @@ from loopstate.engine.models.litellm_contract import (
 from loopstate.engine.models.litellm_errors import model_error, status_error
 from loopstate.engine.models.litellm_reply import read_reply
 from loopstate.engine.models.provider_history import Histories
-from loopstate.engine.models.provider_http import Recorder, recording, send
+from loopstate.engine.models.provider_http import (
+    Recorder,
+    Template,
+    encoded,
+    encoder,
+    recording,
+    send,
+)
 from loopstate.engine.models.provider_plain import (
     COST_HEADER,
     UNPRICED,
@@ -74,70 +78,6 @@ def eligible(litellm: Any, settings: dict[str, Any]) -> bool:
     if not settings.keys() <= _SETTINGS or settings.get("num_retries", 0) != 0:
         return False
     return no_per_call_work(litellm)
-
-
-@dataclass(frozen=True)
-class Template:
-    """One request shape as litellm sent it: every call of the shape sends the same, but for
-    the body's history fields (`messages`, Anthropic's `system`)."""
-
-    request: httpx.Request
-    body: dict[str, Any]
-    tools: tuple[ToolDefinition, ...]
-    compact: bool
-    """Encoded as httpx and the OpenAI SDK encode JSON (else as litellm's `json.dumps`)."""
-
-    def build(
-        self, client: httpx.AsyncClient, fields: dict[str, Any], coded: tuple[bytes, ...] = ()
-    ) -> tuple[httpx.Request, dict[str, Any]]:
-        """The request of a call with the history `fields`, whose first messages are encoded
-        already (`coded`, as `encoder(self.compact)` encodes them)."""
-        body = {k: fields.get(k, v) for k, v in self.body.items()}
-        content = encoded(body, compact=self.compact, coded=coded)
-        request = httpx.Request(
-            "POST", self.request.url, headers=self._headers, content=content,
-            extensions=dict(self.request.extensions),
-        )  # fmt: skip
-        if client.cookies.jar:  # the pool's cookies as they are now
-            client.cookies.set_cookie_header(request)
-        return request, body
-
-    @cached_property
-    def _headers(self) -> httpx.Headers:
-        return httpx.Headers(
-            [(k, v) for k, v in self.request.headers.raw if k.lower() not in _PER_REQUEST]
-        )
-
-
-_PER_REQUEST = (b"content-length", b"cookie")  # set for each request anew
-
-
-def encoder(compact: bool) -> Callable[[Any], bytes]:
-    """How a value is encoded in a request body (compact: as httpx and the OpenAI SDK encode
-    JSON; else as litellm's `json.dumps`)."""
-    if compact:
-        return lambda value: json.dumps(
-            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode()
-    return lambda value: json.dumps(value).encode()
-
-
-def encoded(body: dict[str, Any], *, compact: bool, coded: tuple[bytes, ...] = ()) -> bytes:
-    """`body` encoded as `encoder(compact)` encodes it whole, its `messages`' first ones taken
-    from `coded` (their encodings): the same bytes."""
-    encode = encoder(compact)
-    if not coded:
-        return encode(body)
-    item, key = (b",", b":") if compact else (b", ", b": ")
-    parts = []
-    for name, value in body.items():
-        if name == "messages":
-            rest = map(encode, value[len(coded) :])
-            part = b"[" + item.join((*coded, *rest)) + b"]"
-        else:
-            part = encode(value)
-        parts.append(encode(name) + key + part)
-    return b"{" + item.join(parts) + b"}"
 
 
 _NO_LOGGING = SimpleNamespace(model_call_details={}, post_call=lambda *a, **k: None)
