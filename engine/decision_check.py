@@ -22,9 +22,8 @@ request body, its encoding) is checked where it enters.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import jsonschema
 from pydantic import ValidationError
 
 from loopstate.engine.approval import Decision, as_decision
@@ -41,6 +40,9 @@ from loopstate.engine.errors import (
 from loopstate.engine.rule import forbidding
 from loopstate.engine.state import CallRecord, RunState
 from loopstate.engine.tool import Tool
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 class Checked(NamedTuple):
@@ -186,6 +188,8 @@ def _schema(schema: dict[str, Any] | None, value: Any, *prefix: str) -> list[Fie
     """`value` against a stored JSON schema, field by field (none stored: nothing to check)."""
     if schema is None:
         return []
+    import jsonschema  # on first use: ~75 ms that `import loopstate` need not pay
+
     found = jsonschema.Draft202012Validator(schema).iter_errors(value)
     return [
         FieldError(".".join((*prefix, *map(str, e.absolute_path))) or _missing(e), e.message)

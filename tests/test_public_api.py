@@ -55,19 +55,17 @@ def test_every_public_name_resolves() -> None:
         assert getattr(loopstate, name) is not None, name
 
 
-def test_importing_loopstate_or_its_test_kit_imports_no_optional_integration() -> None:
-    optional = (
-        "litellm",
-        "psycopg",
-        "fastapi",
-        "sse_starlette",
-        "uvicorn",
-        "starlette",
-        "temporalio",
-    )
+# What `import loopstate` must not import: the extras' drivers and litellm, and the libraries
+# loaded on first use (each costs tens of ms of every CLI command, worker and test process).
+OPTIONAL = ("litellm", "psycopg", "fastapi", "sse_starlette", "uvicorn", "starlette", "temporalio")
+ON_FIRST_USE = ("jsonschema",)
+
+
+def test_importing_loopstate_or_its_test_kit_imports_no_optional_or_first_use_library() -> None:
+    absent = OPTIONAL + ON_FIRST_USE
     code = (
         "import sys, loopstate, loopstate.testing;"
-        f"print([m for m in {optional!r} if m in sys.modules])"
+        f"print([m for m in {absent!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
