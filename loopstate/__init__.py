@@ -60,9 +60,9 @@ from loopstate.machines.agent.loop import AgentLoop
 
 # Imported now, not on first use: `loopstate.replay` is also this submodule's name, and once the
 # submodule is imported (by the pytest plugin, the CLI, a test) Python binds the name to it, so
-# `from loopstate import replay` would give the module instead of the function (~20 ms).
+# `from loopstate import replay` would give the module instead of the function. The module
+# imports the recording machinery only when a replay starts.
 from loopstate.replay import replay, replay_flow, replay_sync
-from loopstate.replay_from import Departure
 from loopstate.tools.decorator import tool
 from loopstate.tools.registry import ToolRegistry
 
@@ -84,9 +84,11 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__): `import loopstate` s
         reads,
         step_count_is,
     )
+    from loopstate.replay_from import Departure
 
 _LAZY = {
     "Cassette": "loopstate.engine.recording.cassette",
+    "Departure": "loopstate.replay_from",
     "PostgresStore": "loopstate.engine.stores.postgres",  # the `postgres` extra (psycopg)
     "Recorder": "loopstate.engine.recording.recorder",
     "ReplayDivergence": "loopstate.engine.recording.replay",

@@ -1,31 +1,31 @@
-"""`replay`: run an agent against a cassette and check it does what was recorded."""
+"""`replay`: run an agent against a cassette and check it does what was recorded.
+
+The recording machinery (cassettes, the replay model, flows) is imported when a replay starts,
+not with this module: `import loopstate` imports this module for its `replay` (see
+`loopstate/__init__.py`), and most programs never replay."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from pydantic import TypeAdapter
 
 from loopstate.engine.errors import DefinitionError
 from loopstate.engine.messages import Message, SystemMessage
-from loopstate.engine.recording.cassette import Cassette
-from loopstate.engine.recording.replay import (
-    ReplayDivergence,
-    ReplayModel,
-    load,
-    recorded_approver,
-    stand_in_tools,
-)
 from loopstate.engine.result import RunResult
 from loopstate.engine.stores.memory import MemoryStore
 from loopstate.engine.sync import blocking
 from loopstate.machines.agent import Agent
-from loopstate.machines.flows import Flow, FlowResult
-from loopstate.replay_children import ChildReplays
-from loopstate.replay_from import Departure, replay_from
+
+if TYPE_CHECKING:
+    from loopstate.engine.recording.cassette import Cassette
+    from loopstate.engine.recording.replay import ReplayModel
+    from loopstate.machines.flows import Flow, FlowResult
+    from loopstate.replay_from import Departure
 
 
 @overload
@@ -79,6 +79,11 @@ async def replay(
     then `agent` goes on live (its model, tools, approver) and the `Departure` returned says
     where the new run leaves the recording (see `loopstate.replay_from`).
     """
+    from loopstate.engine.recording.cassette import Cassette
+    from loopstate.engine.recording.replay import ReplayDivergence, ReplayModel, load
+    from loopstate.replay_children import ChildReplays
+    from loopstate.replay_from import replay_from
+
     tape = load(cassette)
     children = ChildReplays(None if isinstance(cassette, Cassette) else Path(cassette), live_tools)
     model = ReplayModel(tape)
@@ -122,6 +127,8 @@ def _approver(
 ) -> Any:
     """The recorded decisions (the sub-agents' too), or with `live` the target's own approver
     (None: suspend)."""
+    from loopstate.engine.recording.replay import recorded_approver
+
     return target._options["approver"] if live else recorded_approver(tape, *children)
 
 
@@ -148,15 +155,19 @@ def replay_sync(
     return blocking(coroutine, instead="replay(...)")
 
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+@cache
+def _messages() -> TypeAdapter[list[Message]]:
+    return TypeAdapter(list[Message])
 
 
 def _opening(messages: list[dict[str, Any]], *, keep_system: bool) -> list[Message]:
-    parsed = _MESSAGES.validate_python(messages)
+    parsed = _messages().validate_python(messages)
     return [m for m in parsed if keep_system or not isinstance(m, SystemMessage)]
 
 
 def _check(tape: Cassette, result: RunResult) -> None:
+    from loopstate.engine.recording.replay import ReplayDivergence
+
     recorded = [(t["source"], t["target"], t["event"]) for t in tape.of_kind("transition")]
     replayed = [(t.source, t.target, t.event) for t in result.transitions]
     if recorded and recorded != replayed:
@@ -176,6 +187,13 @@ async def replay_flow(
     """Replay a recorded flow run (every phase, every user turn) with no network and no side
     effects; raises `ReplayDivergence` where this flow asks for something else.
     `live_approver=True` decides with the flow's own approver instead of the recording."""
+    from loopstate.engine.recording.replay import (
+        ReplayDivergence,
+        ReplayModel,
+        load,
+        stand_in_tools,
+    )
+
     tape = load(cassette)
     model = ReplayModel(tape)
     turns = tape.model_turns()
