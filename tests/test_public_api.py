@@ -56,11 +56,17 @@ def test_every_public_name_resolves() -> None:
 
 
 # What `import loopstate` must not import: the extras' drivers and litellm (its test kit neither),
-# and what most programs never use, loaded on first use (each costs tens of ms of every CLI
-# command, worker and test process): jsonschema (decision checks without the tool at hand),
-# the recording machinery (replays, cassettes), flows.
-OPTIONAL = ("litellm", "psycopg", "fastapi", "sse_starlette", "uvicorn", "starlette", "temporalio")
-ON_FIRST_USE = ("jsonschema", "loopstate.engine.recording", "loopstate.machines.flows")
+# and what most programs never use or need only later, loaded on first use (each costs tens of
+# ms of every CLI command, worker and test process): jsonschema (decision checks without the
+# tool at hand), the recording machinery (replays, cassettes), flows, structlog (the first log
+# line), httpx (the first model call).
+OPTIONAL = (
+    "litellm", "psycopg", "fastapi", "sse_starlette", "uvicorn", "starlette", "temporalio",
+    "opentelemetry", "mcp",
+)  # fmt: skip
+ON_FIRST_USE = (
+    "jsonschema", "loopstate.engine.recording", "loopstate.machines.flows", "structlog", "httpx",
+)  # fmt: skip
 
 
 def test_importing_loopstate_or_its_test_kit_imports_no_optional_or_first_use_module() -> None:
