@@ -55,11 +55,12 @@ def test_every_public_name_resolves() -> None:
         assert getattr(loopstate, name) is not None, name
 
 
-# What `import loopstate` must not import: the extras' drivers and litellm (its test kit neither),
-# and what most programs never use or need only later, loaded on first use (each costs tens of
-# ms of every CLI command, worker and test process): jsonschema (decision checks without the
-# tool at hand), the recording machinery (replays, cassettes), flows, structlog (the first log
-# line), httpx (the first model call).
+# What `import loopstate` must not import: the extras' drivers and litellm (nor its CLI's parser,
+# nor its test kit), and what most programs never use or need only later, loaded on first use
+# (each costs tens of ms of every CLI command, worker and test process): jsonschema (decision
+# checks without the tool at hand), the recording machinery (replays, cassettes), flows,
+# structlog (the first log line), httpx (the first model call); nor does the CLI's parser,
+# which every command builds, import what one command uses: the diagram code.
 OPTIONAL = (
     "litellm", "psycopg", "fastapi", "sse_starlette", "uvicorn", "starlette", "temporalio",
     "opentelemetry", "mcp",
@@ -67,17 +68,20 @@ OPTIONAL = (
 ON_FIRST_USE = (
     "jsonschema", "loopstate.engine.recording", "loopstate.machines.flows", "structlog", "httpx",
 )  # fmt: skip
+BY_ONE_COMMAND = ("loopstate.engine.diagram", "statemachine.contrib")
 
 
-def test_importing_loopstate_or_its_test_kit_imports_no_optional_or_first_use_module() -> None:
+def test_loopstate_its_cli_and_its_test_kit_import_no_extra_nor_first_use_module() -> None:
     code = (
         "import sys, loopstate;"
         f"print([m for m in {ON_FIRST_USE!r} if m in sys.modules]);"
+        "from loopstate.cli import build_parser; build_parser();"
+        f"print([m for m in {ON_FIRST_USE + BY_ONE_COMMAND!r} if m in sys.modules]);"
         "import loopstate.testing;"
         f"print([m for m in {OPTIONAL!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["[]", "[]"]
+    assert out.stdout.splitlines() == ["[]", "[]", "[]"]
 
 
 def test_the_exception_tree_docstring_names_every_error_class() -> None:

@@ -1,4 +1,7 @@
-"""`loopstate diagram`: draw a machine (or a stored run on its machine) as Mermaid, DOT or SVG."""
+"""`loopstate diagram`: draw a machine (or a stored run on its machine) as Mermaid, DOT or SVG.
+
+The drawing code (`engine/diagram/`, python-statemachine's diagram extractor) is imported when
+a diagram is drawn: every command builds this parser, and most never draw."""
 
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ from typing import Any
 from loopstate.cli.errors import report
 from loopstate.cli.lookup import resolve_run
 from loopstate.cli.stores import DB_HELP, add_db_option, close_store, db_of, open_store
-from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.machines import machine_class
 
@@ -60,6 +62,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def draw(args: argparse.Namespace) -> bytes:
+    from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
+
     overlay = None
     target = args.target
     if args.run:
@@ -82,6 +86,7 @@ def draw(args: argparse.Namespace) -> bytes:
 
 
 def write_all(directory: Path) -> list[Path]:
+    from loopstate.engine.diagram import graph_of, render, to_dot, to_mermaid
     from loopstate.machines import SHIPPED
 
     directory.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.errors import LoopstateError
-from loopstate.engine.recording.cassette import Cassette
+
+if TYPE_CHECKING:  # imported by `main`: every command builds this parser, few replay
+    from loopstate.engine.recording.cassette import Cassette
 
 
 def register(subparsers: Any) -> None:
@@ -33,6 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from loopstate.engine.recording.cassette import Cassette
     from loopstate.engine.recording.replay import ReplayDivergence
 
     try:
