@@ -81,8 +81,9 @@ class Executor:
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
         record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
-        request = record.request().evolve(category=tool.category)  # what rules match on
-        if (forbidden := forbidding(rules, request)) is not None:
+        # what rules match on (made only if there are rules: a step's most frequent work)
+        request = record.request().evolve(category=tool.category) if rules else None
+        if request is not None and (forbidden := forbidding(rules, request)) is not None:
             record, actor = record.evolve(category=tool.category), f"rule:{forbidden.name}"
             return self.decide(record, forbidden.decide(), actor=actor, at=self.clock())
         if tool.external:  # never auto-approved: only a supplied result completes it
@@ -104,7 +105,7 @@ class Executor:
                 reason, metadata = storable_text(gated.description), gated.metadata
         except Exception as exc:  # a broken predicate must not let a call through
             gated, reason = True, f"{tool.name}'s approval check raised {exc!r}"
-        if not gated and (rule := gating(rules, request)) is not None:
+        if not gated and request is not None and (rule := gating(rules, request)) is not None:
             gated, reason = True, f"{tool.name} needs approval ({rule.named})"
         if not gated:
             return record
