@@ -182,8 +182,10 @@ class ProviderPath:
         made = self._history().fields(request.messages, self._origin, template.body)
         if made is None or any((v is None) != (k not in template.body) for k, v in made[0].items()):
             return None
-        fields, coded = made  # the turns kept encoded, if as this template encodes
-        return template.build(self.client, fields, coded * (template.compact == self._compact))
+        fields, coded = made
+        if template.compact != self._compact:  # kept in another shape's encoding
+            coded = ()
+        return template.build(self.client, fields, coded)
 
     async def complete(self, request: ModelRequest) -> ModelResponse | None:
         """The call's reply, or None: it must go through litellm."""
