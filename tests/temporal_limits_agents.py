@@ -1,6 +1,7 @@
-"""The agents `test_temporal_limits` and `test_temporal_child_budget` serve: a run to pause
-mid-loop, approval deadlines, budgets (a sub-agent's tree's too), and rules that forbid and
-gate; and the helpers both use (`served`, `state_is`, `replays`).
+"""The agents `test_temporal_limits`, `test_temporal_child_budget` and
+`test_temporal_flow_budget` serve: a run to pause mid-loop, approval deadlines, budgets (a
+sub-agent's tree's and a flow's agent phase's too), and rules that forbid and gate; and the
+helpers they use (`served`, `state_is`, `replays`).
 
 Models are scripted by step and their final answers quote the last batch's tool results, so
 a test sees what the model saw. Tools write under WORKDIR, so a test counts their effects.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.waiting import until
-from temporal_agents import Desk
+from temporal_agents import Desk, Pipeline
 from temporal_support import connect
 from temporalio import workflow
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
@@ -142,6 +143,13 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             store=store,
             budget=Budget(model_calls=2),
         ),
+        "phased_tight": Flow(  # its agent phase's second model call would pass its budget
+            Pipeline,
+            {"draft": Phase(agent=researcher, task="look {topic}")},
+            name="phased_tight",
+            store=store,
+            budget=Budget(model_calls=1),
+        ),
         **due_in_hours(write_note, store),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
@@ -193,7 +201,7 @@ async def served_before_patches(address: str, workdir: Path) -> AsyncIterator[Te
     before = Worker(
         client,
         task_queue=runs.task_queue,
-        workflows=[AgentWorkflow],
+        workflows=[AgentWorkflow, FlowWorkflow],
         activities=[complete_model, run_tool],
         workflow_runner=UnsandboxedWorkflowRunner(),
     )

@@ -13,6 +13,10 @@ does (`Delegations.stopped`), instead of failing the parent's call.
 The parent waits for the child's next report after the Signal (`raising`): the report it
 holds still says the child rests. A history from before this (`CHILD_RESTS` unpatched) keeps
 its old commands: the child failed and its parent's call failed with it.
+
+A flow's agent phase's child workflow rests the same way (`PHASE_RESTS`): the flow rests in
+`budget_exceeded` in that phase, and its resume(budget=), checked against the tree, puts the
+flow back in the phase and sends the raised budget down; the phase's same run goes on.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ CHILD_RESTS = "loopstate-child-rests-at-budget"
 """The patch (`workflow.patched`) from which a child workflow at the tree's budget rests (and
 its parent with it) instead of failing."""
 
+PHASE_RESTS = "loopstate-phase-rests-at-budget"
+"""The patch from which a flow's agent phase's child workflow at the flow's budget rests (the
+flow with it, resumed raised: `limits.take_resume`) instead of failing. Not `CHILD_RESTS`: a
+phase's run whose sub-agent rested marked that one, and still failed itself then."""
+
 
 def at_budget(state: RunState) -> Overrun | None:
     """The tree's budget `state` rests at (None: it does not rest in `budget_exceeded`)."""
@@ -45,10 +54,11 @@ def at_budget(state: RunState) -> Overrun | None:
 
 
 def rests_at_budget(state: RunState) -> bool:
-    """Whether a sub-agent's run at the budget rests (from `CHILD_RESTS` on) rather than
-    fails (a flow's agent phase's run still fails: its flow cannot pass a budget down yet)."""
-    by_call = state.parent is not None and state.parent.call_id is not None
-    return by_call and at_budget(state) is not None and workflow.patched(CHILD_RESTS)
+    """Whether a child run at the budget rests rather than fails: a sub-agent's from
+    `CHILD_RESTS` on, a flow's agent phase's from `PHASE_RESTS` on."""
+    if state.parent is None or at_budget(state) is None:
+        return False
+    return workflow.patched(CHILD_RESTS if state.parent.call_id is not None else PHASE_RESTS)
 
 
 def over_budget(child: RunState) -> ChildOutcome | None:

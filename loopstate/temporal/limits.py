@@ -8,7 +8,8 @@ engine/pause, engine/rule), with the workflow as the process that drives the run
                rests, it is paused already) stays as it is: the Update answers False.
     resume     Update `resume`: a `paused` run goes on from the step it stopped before; a run
                in `budget_exceeded` goes on once its budget, raised by the limits `budget`
-               names, lets that step start (refused at once otherwise, naming the limit).
+               names, lets that step start (refused at once otherwise, naming the limit); a
+               flow resting so in an agent phase goes back to it, its run raised (`child_budget`).
     deadlines  a run waiting for decisions waits on a durable timer (a server timer: it
                survives workers) until its calls' earliest deadline; when it fires, each due
                call's `on_expiry` is queued like a decision that arrived, with actor
@@ -47,8 +48,9 @@ from loopstate.engine.store import PauseRequest
 from loopstate.engine.tree import delegated
 from loopstate.machines.agent.limits import batch_adds, call_adds, has_batch, withdrawn
 from loopstate.machines.agent.loop import AgentLoop
-from loopstate.temporal.child_budget import known_spent
-from loopstate.temporal.data import PauseRunRequest
+from loopstate.machines.flows.children import raise_budget
+from loopstate.temporal.child_budget import PHASE_RESTS, known_spent
+from loopstate.temporal.data import PauseRunRequest, ResumeRunRequest
 from loopstate.temporal.ports import workflow_clock
 
 Before = Literal["model call", "tool batch"]
@@ -75,13 +77,15 @@ def still_over(wf: RunWorkflow, raising: Budget | None) -> Overrun | None:
     `raising` (None: it may go on, or it is not over its budget)."""
     loop = wf.loop()
     state = wf.core.state
-    if loop is None or state.state != AgentLoop.budget_exceeded.id:
+    if state.state != AgentLoop.budget_exceeded.id:
         return None
     budget = (state.budget or Budget()).raised(raising) if raising is not None else state.budget
     if budget is None:
         return None
     stopped = state.failure.budget if state.failure is not None else None
     spent = known_spent(wf.store, state)
+    if loop is None:  # a flow's agent phase: its run rested at the budget
+        return stopped_still_over(budget, spent, stopped) if stopped is not None else None
     if stopped is not None and not has_batch(state) and any(map(delegated, state.batch)):
         return stopped_still_over(budget, spent, stopped)  # a child rested at the budget
     adds, before = _next_adds(loop, state)
@@ -102,7 +106,11 @@ async def take_resume(wf: RunWorkflow) -> None:
     """Apply a `resume` that arrived: the budget raised, then `unpause` or `budget_raised`."""
     request, wf.resume_request = wf.resume_request, None
     loop = wf.loop()
-    if request is None or loop is None:
+    if request is None:
+        return
+    if loop is None:  # a flow in its agent phase
+        if wf.core.state.state == AgentLoop.budget_exceeded.id and workflow.patched(PHASE_RESTS):
+            await _phase_raised(wf, request)
         return
     core = wf.core
     where = core.state.state
@@ -119,6 +127,26 @@ async def take_resume(wf: RunWorkflow) -> None:
             await core.save()
             return
         await wf.children.raising.resume(wf.store, core.state.run_id, request.actor)
+    await core.emit(RunResumed(**core.at(), state=where, recovered=()))
+
+
+async def _phase_raised(wf: RunWorkflow, request: ResumeRunRequest) -> None:
+    """A flow resting with its agent phase's run at the budget: the budget raised, the flow
+    back in its phase (as a local flow's resume does: `raise_budget`), and the raised budget
+    sent to the phase's run, which goes on (the flow waits for its next report)."""
+    core = wf.core
+    where = core.state.state
+    if request.budget is not None:
+        held = core.state.budget or Budget()
+        core.state = core.state.evolve(budget=held.raised(request.budget))
+    try:
+        await raise_budget(core, wf.store, request.actor)
+    except RunNotResumable as exc:  # the validator said it could: kept over, and said why
+        core.log.warning("resume_refused", error=str(exc))
+        await core.save()
+        return
+    await core.save()
+    await wf.children.raising.resume(wf.store, core.state.run_id, request.actor)
     await core.emit(RunResumed(**core.at(), state=where, recovered=()))
 
 
