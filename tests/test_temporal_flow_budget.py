@@ -54,6 +54,25 @@ async def test_a_flows_agent_phase_at_the_budget_rests_with_the_flow_and_goes_on
     assert (tmp_path / "lookups.txt").read_text() == "k1\n"  # nothing ran twice
 
 
+async def test_aborting_a_flow_resting_at_its_phases_budget_aborts_the_phases_run(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs:
+        run_id = await runs.start_flow("phased_tight", "look it up", data={"topic": "k1"})
+        await state_is(runs, run_id, "budget_exceeded")
+        child_id = f"{run_id}.draft.1"
+        await state_is(runs, child_id, "budget_exceeded")
+        await runs.abort(run_id, "too costly")
+        ended = await runs.flow_result(run_id)
+        below = await runs.result(child_id)
+        await replays(runs, run_id)
+        await replays(runs, child_id)
+    assert (ended.status, ended.phase) == ("aborted", "aborted")
+    assert below.status == "aborted"  # not left resting with nobody above it
+    assert below.stop_reason is not None
+    assert "too costly" in below.stop_reason
+
+
 async def test_a_phase_that_failed_at_the_budget_before_it_rested_replays_as_it_ran(
     temporal_address: str, tmp_path: Path
 ) -> None:
