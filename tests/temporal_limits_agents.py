@@ -150,11 +150,25 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             store=store,
             budget=Budget(model_calls=1),
         ),
+        "phased_treed": Flow(  # its agent phase's sub-agent's second call would pass it
+            Pipeline,
+            {"draft": Phase(agent=delegating(researcher, store), task="look {topic}")},
+            name="phased_treed",
+            store=store,
+            budget=Budget(model_calls=2),
+        ),
         **due_in_hours(write_note, store),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
         ),
     }
+
+
+def delegating(researcher: Agent, store: MemoryStore) -> Agent:
+    """An agent that delegates one task to `researcher` (tool `research`), then answers."""
+    delegate = call("research", {"task": "look"}, id="research_1")
+    tool = researcher.as_tool(name="research", description="Delegate a task")
+    return Agent(ScriptedModel([delegate, answer], by_step=True), [tool], store=store)
 
 
 def due_in_hours(write_note: Tool, store: MemoryStore) -> dict[str, Agent | Flow]:

@@ -54,6 +54,35 @@ async def test_a_flows_agent_phase_at_the_budget_rests_with_the_flow_and_goes_on
     assert (tmp_path / "lookups.txt").read_text() == "k1\n"  # nothing ran twice
 
 
+async def test_a_sub_agent_of_a_flows_agent_phase_at_the_budget_rests_the_whole_tree(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    """The sub-agent rests, its phase's run with it, the flow with that: the flow's raised
+    resume goes down both levels and each same run goes on."""
+    async with served(temporal_address, tmp_path) as runs:
+        run_id = await runs.start_flow("phased_treed", "look it up", data={"topic": "k1"})
+        stopped = await state_is(runs, run_id, "budget_exceeded")
+        phase_id = f"{run_id}.draft.1"
+        phase = await state_is(runs, phase_id, "budget_exceeded")
+        [call] = phase.batch
+        assert call.child_run_id is not None
+        await state_is(runs, call.child_run_id, "budget_exceeded")
+        assert stopped.failure is not None
+        assert stopped.failure.budget is not None
+        assert stopped.failure.budget.spent.model_calls == 2  # the phase's run's and its child's
+        with pytest.raises(RunNotResumable, match="still over its budget"):
+            await runs.resume(run_id, budget=Budget(model_calls=2))
+        await runs.resume(run_id, budget=Budget(model_calls=4))
+        result = await runs.flow_result(run_id)
+        phase_result = await runs.result(phase_id)
+        below = await runs.result(call.child_run_id)
+        for each in (run_id, phase_id, call.child_run_id):
+            await replays(runs, each)
+    assert (result.status, result.data["draft"]) == ("done", "final: final: value of k1")
+    assert (phase_result.status, phase_result.steps, below.steps) == ("done", 2, 2)
+    assert (tmp_path / "lookups.txt").read_text() == "k1\n"
+
+
 async def test_aborting_a_flow_resting_at_its_phases_budget_aborts_the_phases_run(
     temporal_address: str, tmp_path: Path
 ) -> None:
