@@ -55,7 +55,7 @@ def delegated(call: CallRecord) -> bool:
 def waits_on_child(state: RunState) -> bool:
     """Whether the run waits for a child run: a sub-agent's call, or an agent phase's run."""
     if state.flow is not None and state.flow.child is not None:
-        return state.state == "awaiting_approval"
+        return state.state in ("awaiting_approval", "paused")  # (paused: the run it waits for)
     return any(map(delegated, state.batch))
 
 

@@ -1,8 +1,8 @@
 """Sub-agents as tools: a call that runs another `Agent` as a child run in the parent's store.
 
     parent call ──start or resume──▶ child run (its own id, tools, audit trail)
-         ▲                               │ done(output) │ suspended │ failed
-         └────── result / waits / fails ◀┘
+         ▲                               │ done(output) │ suspended │ paused │ failed
+         └──── result / waits / rests / fails ◀┘
 
 The child's id is derived from the parent's run id and call id (`child_run_id`), and the
 parent's call records it before the child starts: a parent resumed after a crash continues
@@ -14,6 +14,9 @@ hold in the child with its own (`rule.stricter`): a call an ancestor's rule forb
 in the child and no approval through any door lets it run (the child's run keeps the rules,
 so `check_decision` refuses it there), and a call an ancestor's rule gates waits for a
 decision in the child. `run_child` is the one entry point (flows' phases reuse it).
+
+A child that rests (paused by its own id, or at the tree's budget) rests its parent with it,
+the parent's call waiting for it; the parent's resume continues the same child run.
 """
 
 from __future__ import annotations
@@ -70,14 +73,15 @@ class AgentTool(Tool):
 class ChildOutcome(Frozen):
     """How a child run stands for its parent's call."""
 
-    kind: Literal["done", "suspended", "failed", "aborted", "over_budget"]
+    kind: Literal["done", "suspended", "paused", "failed", "aborted", "over_budget"]
     run_id: str
     output: str = ""
     """The child's answer (done), or why it failed or was aborted."""
     pending: int = 0
     """Calls waiting for a decision in the child and its own children (suspended)."""
     actor: str = "system"
-    """Who aborted it (aborted): a person's `Abort` anywhere in a tree aborts the tree."""
+    """Who aborted it (aborted): a person's `Abort` anywhere in a tree aborts the tree; who
+    paused it (paused): its parent rests in `paused` too, and the parent's resume continues it."""
     overrun: Overrun | None = None
     """The tree's budget it rests at (over_budget): its parent rests there too, and a resume
     with a raised budget continues both. `run_child` reports it, and so does a Temporal
@@ -167,10 +171,11 @@ async def child_outcome(store: Store, result: RunResult) -> ChildOutcome:
         case "awaiting_approval":
             pending = len(await pending_tree(store, run_id))
             return ChildOutcome(kind="suspended", run_id=run_id, pending=pending)
-        case "aborted":
-            why = result.stop_reason or "aborted"
+        case "aborted" | "paused":
+            why = result.stop_reason or result.status
             actor = result.transitions[-1].actor if result.transitions else None
-            return ChildOutcome(kind="aborted", run_id=run_id, output=why, actor=actor or "system")
+            kind = result.status
+            return ChildOutcome(kind=kind, run_id=run_id, output=why, actor=actor or "system")
         case _:
             why = result.error or result.stop_reason or "no reason recorded"
             return ChildOutcome(kind="failed", run_id=run_id, output=f"{result.status}: {why}")
@@ -238,17 +243,23 @@ class Delegations:
         """Set when a child run was aborted (a person's `Abort` in it): the loop aborts too."""
         self.over_budget: Overrun | None = None
         """Set when a child run rested at the tree's budget: the loop rests there too."""
+        self.paused: Cause | None = None
+        """Set when a child run was paused (by its own id): the loop rests in `paused` too."""
 
     async def stopped(self) -> bool:
         """Whether a child run stops the loop: a person's abort in one aborts the tree; one
-        resting at the tree's budget rests the loop in `budget_exceeded`, its call waiting."""
+        resting at the tree's budget rests the loop in `budget_exceeded`, one paused rests it
+        in `paused`, its call waiting for that child."""
         if self.aborted is not None:
             await self.loop.core.end(self.loop, "abort", self.aborted)
             return True
         over, self.over_budget = self.over_budget, None
+        paused, self.paused = self.paused, None
         if over is not None:
             await self.loop.limits.stop(over)
-        return over is not None
+        elif paused is not None:
+            await self.loop.pausing.with_child(paused)
+        return over is not None or paused is not None
 
     def tool(self, name: str) -> AgentTool | None:
         found = self.loop.config.tools.get(name)
@@ -300,6 +311,9 @@ class Delegations:
             self.aborted = outcome.abort_cause(tool.name)
         if outcome.kind == "over_budget" and self.over_budget is None:
             self.over_budget = outcome.overrun
+        if outcome.kind == "paused" and self.paused is None:
+            why = f"sub-agent {tool.name} (run {outcome.run_id}) was paused"
+            self.paused = Cause(why, outcome.actor)
         return with_outcome(record, outcome, tool)
 
     async def resumed(self) -> list[CallRecord]:
@@ -328,12 +342,13 @@ def with_outcome(record: CallRecord, outcome: ChildOutcome, tool: Tool) -> CallR
         case "failed" | "aborted":
             text = f"Error: sub-agent {tool.name} (run {outcome.run_id}) {outcome.output}"
             return record.evolve(status="failed", result=truncate(text, tool.max_result_chars))
-        case "suspended" | "over_budget":
-            reason = (
-                f"{tool.name} waits: its run {outcome.run_id} has {outcome.pending} "
-                "call(s) to decide"
+        case "suspended" | "over_budget" | "paused":
+            reason = f"{tool.name} waits: its run {outcome.run_id} " + (
+                f"has {outcome.pending} call(s) to decide"
                 if outcome.kind == "suspended"
-                else f"{tool.name} waits: its run {outcome.run_id} rests at the budget"
+                else "rests at the budget"
+                if outcome.kind == "over_budget"
+                else "is paused"
             )
             return record.evolve(
                 status="awaiting", reason=reason, external=True, allowed=("abort",)

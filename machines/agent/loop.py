@@ -35,8 +35,9 @@ class AgentLoop(StateChart[Any]):
     - `expired`: as `decided`, when a call's approval deadline passed and its `on_expiry`
       decided it (`@tool(decide_within=...)`, applied by the worker or `serve`).
     - `pause`: someone asked the run to stop at its next step boundary (`Agent.pause`); it
-      rests in `paused` with nothing in flight until a resume sends `unpause` (`batch` as for
-      `budget_raised`).
+      rests in `paused` with nothing in flight until a resume sends `unpause` (`batch` and
+      `child` as for `budget_raised`: a sub-agent's run paused by its own id rests its parent
+      in `paused` too, from `awaiting_approval` as well, its call waiting for that run).
     """
 
     # Strict: an event the current state does not accept raises, and an error in a guard
@@ -71,8 +72,16 @@ class AgentLoop(StateChart[Any]):
     reapprove = executing_tool.to(awaiting_approval)
     model_error = thinking.to(model_failed)
     retry = model_failed.to(thinking)
-    pause = thinking.to(paused) | executing_tool.to(paused)
-    unpause = paused.to(executing_tool, cond="has_batch") | paused.to(thinking)
+    pause = (
+        thinking.to(paused)
+        | executing_tool.to(paused)
+        | awaiting_approval.to(paused)  # a sub-agent's run was paused
+    )
+    unpause = (
+        paused.to(executing_tool, cond="has_batch")
+        | paused.to(awaiting_approval, cond="waits_on_child")
+        | paused.to(thinking)
+    )
     over_budget = (
         thinking.to(budget_exceeded)
         | executing_tool.to(budget_exceeded)
@@ -141,7 +150,7 @@ class AgentEvents(Protocol):
     def model_error(self) -> Any: ...
     def retry(self) -> Any: ...
     def pause(self) -> Any: ...
-    def unpause(self, *, batch: bool) -> Any: ...
+    def unpause(self, *, batch: bool, child: bool = False) -> Any: ...
     def over_budget(self) -> Any: ...
     def budget_raised(self, *, batch: bool, child: bool = False) -> Any: ...
     def abort(self) -> Any: ...

@@ -7,6 +7,10 @@ intents withdrawn), is saved, and the drive stops, releasing the lease. A resume
 `unpause` back to the step it stopped before. A request older than the drive (made while no
 process drove the run) is stale and dropped: a run that waits (for a decision, for the user)
 is not paused and stays as it is.
+
+A sub-agent's run paused by its own id rests its parent in `paused` too (`LoopPause.with_child`,
+as a child at the tree's budget does), the parent's call waiting for it: the parent's resume
+goes `unpause` back to `awaiting_approval`, where the same child run is resumed.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loopstate.engine.core import Cause
+from loopstate.engine.tree import delegated
 from loopstate.machines.agent.limits import has_batch, withdrawn
 from loopstate.machines.agent.loop import AgentLoop
 
@@ -53,9 +58,20 @@ class LoopPause:
         """The step of `paused`: wait (only a resume leaves it, through `unpause`)."""
         return False
 
+    async def with_child(self, cause: Cause) -> None:
+        """Rest in `paused` because a sub-agent's run paused (`cause` says which, and who
+        paused it): the batch's calls stay as they are, the child's waiting for it."""
+        loop = self.loop
+        loop.state = withdrawn(loop.state)
+        loop.send(cause, loop.machine.pause)
+        await loop.core.save()
+
     async def unpause(self, *, actor: str) -> None:
-        """Go back to the step the run paused before (`paused` → thinking or executing_tool)."""
+        """Go back to the step the run paused before (`paused` → thinking or executing_tool,
+        or awaiting_approval when the batch waits for a paused sub-agent's run)."""
         loop = self.loop
         batch = has_batch(loop.state)
-        loop.send(Cause("resumed after a pause", actor), loop.machine.unpause, batch=batch)
+        child = not batch and any(map(delegated, loop.state.batch))
+        cause = Cause("resumed after a pause", actor)
+        loop.send(cause, loop.machine.unpause, batch=batch, child=child)
         await loop.core.save()

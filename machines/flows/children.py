@@ -3,12 +3,13 @@ started or continued through the one entry point sub-agents use (`run_child`), i
 read back typed.
 
     flow run ──phase agent──▶ child run (its own id, tools, audit trail)
-        ▲                        │ done(output) │ suspended │ failed │ budget_exceeded
-        └── data[key] / waits / fails / rests at the budget ◀┘
+        ▲                        │ done(output) │ suspended │ paused │ failed │ budget_exceeded
+        └── data[key] / waits / rests / fails / rests at the budget ◀┘
 
 A budget is the tree's (`Flow(budget=)`, counted over the flow's run and its child runs): a
 phase's run that would pass it rests in `budget_exceeded`, and so does the flow; the flow
-resumed with a raised budget (`resume(budget=)`) continues the phase's run with it.
+resumed with a raised budget (`resume(budget=)`) continues the phase's run with it. A phase's
+run paused by its own id rests the flow in `paused` too, and the flow's resume continues it.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from loopstate.machines.flows.phase import BoundPhase, last_error
 class PhaseOutcome:
     """How an agent phase's child run stands: its output (done), or why it failed."""
 
-    kind: Literal["done", "suspended", "failed", "aborted", "over_budget"]
+    kind: Literal["done", "suspended", "paused", "failed", "aborted", "over_budget"]
     value: Any = None
     why: str = ""
     actor: str = "system"
-    """Who aborted the phase's run (aborted): a person's `Abort` in it aborts the flow."""
+    """Who aborted the phase's run (aborted): a person's `Abort` in it aborts the flow; who
+    paused it (paused): the flow rests in `paused` until its resume continues it."""
     failure: RunFailure | None = None
     """Which limit the phase's run stopped at (over_budget)."""
 
@@ -81,6 +83,9 @@ async def run_phase_agent(
     outcome = await run(bound.agent, task, run_id=flow.child, parent=parent, scope=scope)
     if outcome.kind == "suspended":
         return PhaseOutcome("suspended")
+    if outcome.kind == "paused":
+        why = f"its agent's run {outcome.run_id} was paused"
+        return PhaseOutcome("paused", why=why, actor=outcome.actor)
     resting = outcome.kind in ("failed", "over_budget")  # (a child workflow's rest: failed)
     if resting and (at_budget := await _at_budget(options, outcome.run_id)) is not None:
         return at_budget

@@ -158,6 +158,11 @@ class FlowSteps(OnCore):
             self._move(state="awaiting_approval")
             await self.core.save()
             return False
+        if outcome.kind == "paused":  # the phase's run was paused: the flow rests too
+            self.core.log.info("paused", phase=bound.name, child=self.flow.child)
+            self._move(state="paused")
+            await self.core.save()
+            return False
         if outcome.kind == "over_budget":  # the phase's run rests at the budget: so does the flow
             update = {"state": "budget_exceeded", "error": outcome.why, "failure": outcome.failure}
             self.state = self.state.evolve(**update)
