@@ -9,6 +9,7 @@ file: the child's tool waits on an event the test sets once the pause is asked (
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,12 @@ from loopstate.machines.flows import Flow, FlowMachine, Phase
 
 
 class Held:
-    """A child's tools: `hold` says it started and waits until released; `lookup` returns."""
+    """A child's tools: `hold` says it started and waits until released (each key on its own
+    pair of events); `lookup` returns."""
 
     def __init__(self) -> None:
-        self.started, self.released = asyncio.Event(), asyncio.Event()
+        self.started: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self.released: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.ran: list[str] = []
 
     def tools(self) -> list[Tool]:
@@ -36,8 +39,8 @@ class Held:
         async def hold(key: str) -> str:
             """Hold a key until released."""
             self.ran.append(key)
-            self.started.set()
-            await self.released.wait()
+            self.started[key].set()
+            await self.released[key].wait()
             return f"held {key}"
 
         @tool
@@ -49,16 +52,16 @@ class Held:
         return [hold, lookup]
 
     async def paused_while_held(
-        self, store: Store, driven: Awaitable[RunResult], child_of: str
+        self, store: Store, driven: Awaitable[RunResult], child_of: str, key: str = "h"
     ) -> tuple[RunResult, str]:
-        """Drive `driven` until the child's `hold` runs, pause the child by its id (read from
-        the store: the parent names it before it starts), release the tool, and return how
-        the drive ended and the child's id."""
+        """Drive `driven` until the child's `hold` of `key` runs, pause the child by its id
+        (read from the store: the parent names it before it starts), release the tool, and
+        return how the drive ended and the child's id."""
         task = asyncio.ensure_future(driven)
-        await self.started.wait()
+        await self.started[key].wait()
         child = await child_of_run(store, child_of)
         assert await pause_run(store, child, actor="ops")
-        self.released.set()
+        self.released[key].set()
         return await task, child
 
 
@@ -112,6 +115,45 @@ async def test_a_sub_agent_paused_by_its_id_rests_its_parent_whose_resume_contin
     store.close()
 
 
+async def test_a_sub_agent_paused_again_while_its_parent_waits_for_it_rests_the_parent_again(
+    tmp_path: Path,
+) -> None:
+    store, held = SQLiteStore(str(tmp_path / "runs.db")), Held()
+    child_model = ScriptedModel(
+        [call("hold", {"key": "h1"}), call("hold", {"key": "h2"}), "Held both."]
+    )
+    sub = Agent(child_model, held.tools(), store=store)
+    parent_model = ScriptedModel([call("helper", {"task": "hold both"}), "Both held."])
+    parent = Agent(parent_model, [sub.as_tool(name="helper", description="Holds.")], store=store)
+    first, child = await held.paused_while_held(store, parent.run("go", run_id="p1"), "p1", "h1")
+    assert first.status == "paused"
+    again, _ = await held.paused_while_held(store, parent.resume("p1"), "p1", "h2")
+    assert again.status == "paused"
+    moves = [(t.source, t.event, t.target) for t in again.transitions[-2:]]
+    assert moves == [
+        ("paused", "unpause", "awaiting_approval"), ("awaiting_approval", "pause", "paused"),
+    ]  # fmt: skip
+    done = await parent.resume("p1")
+    assert (done.status, done.output, held.ran) == ("done", "Both held.", ["h1", "h2"])
+    assert (await store.load(child)).status == "done"
+    store.close()
+
+
+async def test_aborting_a_parent_resting_with_its_paused_sub_agent_aborts_that_run_too(
+    tmp_path: Path,
+) -> None:
+    store, held = SQLiteStore(str(tmp_path / "runs.db")), Held()
+    sub = Agent(child_script(), held.tools(), store=store)
+    parent_model = ScriptedModel([call("helper", {"task": "find a"}), "It is a."])
+    parent = Agent(parent_model, [sub.as_tool(name="helper", description="Finds.")], store=store)
+    stopped, child = await held.paused_while_held(store, parent.run("find a", run_id="p1"), "p1")
+    assert stopped.status == "paused"
+    ended = await parent.abort("p1", "not needed", actor="ops")
+    assert ended.status == "aborted"
+    assert (await store.load(child)).status == "aborted"  # not left paused with nobody above
+    store.close()
+
+
 class Report(FlowMachine):
     research = State(initial=True)
     done = State(final=True)
@@ -152,4 +194,18 @@ async def test_a_flows_agent_phase_run_paused_by_its_id_rests_the_flow_whose_res
     flow_state = await store.load("f1")
     assert flow_state.flow is not None
     assert flow_state.flow.children == (child,)  # no second run of the phase
+    store.close()
+
+
+async def test_aborting_a_flow_resting_with_its_paused_phase_run_aborts_that_run_too(
+    tmp_path: Path,
+) -> None:
+    store, held = SQLiteStore(str(tmp_path / "runs.db")), Held()
+    researcher = Agent(child_script(), held.tools(), store=store)
+    flow = Flow(Report, {"research": Phase(agent=researcher, task="research it")}, store=store)
+    stopped, child = await held.paused_while_held(store, flow.run("go", run_id="f1"), "f1")
+    assert stopped.status == "paused"
+    ended = await flow.abort("f1", "not needed", actor="ops")
+    assert (ended.status, ended.phase) == ("aborted", "aborted")
+    assert (await store.load(child)).status == "aborted"  # not left paused with nobody above
     store.close()
