@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from statemachine import State
+from support.cli import loopstate
 
 from loopstate import Agent, RunNotResumable, RunResult, ScriptedModel, SQLiteStore, tool
 from loopstate.engine.models.scripted import call
@@ -151,6 +152,57 @@ async def test_aborting_a_parent_resting_with_its_paused_sub_agent_aborts_that_r
     ended = await parent.abort("p1", "not needed", actor="ops")
     assert ended.status == "aborted"
     assert (await store.load(child)).status == "aborted"  # not left paused with nobody above
+    store.close()
+
+
+TEAM_MODULE = """
+from loopstate import Agent, ScriptedModel, tool
+from loopstate.engine.models.scripted import call
+
+@tool(timeout=60)
+async def hold(key: str) -> str:
+    \"\"\"Hold a key until released.\"\"\"
+    return f"held {key}"
+
+@tool
+def lookup(key: str) -> str:
+    \"\"\"Look a key up.\"\"\"
+    return f"value of {key}"
+
+script = [call("hold", {"key": "h"}), call("lookup", {"key": "a"}), "Found a."]
+sub = Agent(ScriptedModel(script, by_step=True), [hold, lookup])
+parent = Agent(
+    ScriptedModel([call("helper", {"task": "find a"}), "It is a."], by_step=True),
+    [sub.as_tool(name="helper", description="Finds things.")],
+)
+"""
+
+
+async def test_the_cli_refuses_the_paused_sub_agents_run_and_resumes_its_parent_to_the_end(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "team.py").write_text(TEAM_MODULE)
+    db = str(tmp_path / "runs.db")
+    store, held = SQLiteStore(db), Held()
+    sub = Agent(child_script(), held.tools(), store=store)
+    parent_model = ScriptedModel([call("helper", {"task": "find a"}), "It is a."])
+    helper = sub.as_tool(name="helper", description="Finds things.")
+    parent = Agent(parent_model, [helper], store=store)
+    stopped, child = await held.paused_while_held(store, parent.run("find a", run_id="p1"), "p1")
+    assert stopped.status == "paused"
+
+    refused = loopstate("resume", child, "--agent", "team:sub", "--db", db, cwd=tmp_path)
+    assert refused.returncode != 0
+    assert f"run {child} is sub-agent 'helper' of run p1: resume that run" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    done = loopstate("resume", "p1", "--agent", "team:parent", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "paused → awaiting_approval" in done.stdout
+    assert "answer: It is a." in done.stdout
+    calls = [(c.tool, c.status) for c in (await store.load(child)).calls]
+    assert calls == [("hold", "succeeded"), ("lookup", "succeeded")]  # each ran once
+    assert held.ran == ["h"]
     store.close()
 
 
