@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import secrets
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,15 +111,45 @@ def serve(agents: dict[str, Any], store: Store, token: str, served: Served) -> i
         app = create_app(service, docs=served.docs)
     except ValueError as exc:
         raise DefinitionError(str(exc)) from None
-    host, port = served.host, served.port
+    host = served.host
+    try:
+        listening = listen(host, served.port)
+    except OSError as exc:
+        print(shown(f"loopstate serve: {_unbound(host, served.port, exc)}"), file=sys.stderr)
+        return 1
     shown_host = f"[{host}]" if ":" in host else host
-    where = f"http://{shown_host}:{port}/ui/"
+    where = f"http://{shown_host}:{listening.getsockname()[1]}/ui/"
     if served.show_token:
         print(f"loopstate serve: {where}?token={token}", flush=True)
     else:
         print(f"loopstate serve: {where}?token=<your token> (the token you gave)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
-    return 0
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
+    with contextlib.suppress(KeyboardInterrupt):  # as `uvicorn.run`: Ctrl-C is a clean stop
+        server.run(sockets=[listening])
+    return 0 if server.started else 1  # not started: the app's start-up failed (logged)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` (0: one the OS picks), before anything is printed:
+    the address printed is the one served, and a port in use is said before, not after."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's backlog: a request sent once the address is out waits
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _unbound(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{host}:{port} is in use (another loopstate serve?): stop it, or pass "
+            "--port N (--port 0 takes a free one)"
+        )
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --host or --port"
 
 
 def serve_demo(port: int) -> int:
