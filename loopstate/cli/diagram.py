@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from loopstate.cli.errors import report
-from loopstate.cli.lookup import resolve_run
+from loopstate.cli.lookup import importable_working_directory, resolve_run
 from loopstate.cli.stores import DB_HELP, add_db_option, close_store, db_of, open_store
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.machines import machine_class
@@ -69,16 +69,17 @@ def draw(args: argparse.Namespace) -> bytes:
     if args.run:
         state = asyncio.run(_load(db_of(args), args.run))
         if target and target != state.machine and target in _shipped():
+            own = _drawable(state.machine, state.run_id, args.run)
             raise DefinitionError(
                 f"run {state.run_id} ran on the {state.machine} machine, not {target}: "
-                f"draw it with `loopstate diagram {state.machine} --run {args.run}`"
+                f"draw it with `loopstate diagram {own} --run {args.run}`"
             )
-        target = target or state.machine
+        target = target or _drawable(state.machine, state.run_id, args.run)
         fork = state.forked_from
         overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
     if not target:
         raise DefinitionError("name a machine (e.g. agent) or pass --run")
-    graph = graph_of(machine_class(target))
+    graph = graph_of(_machine(target))
     if args.format == "mermaid":
         return to_mermaid(graph, overlay).encode()
     dot = to_dot(graph, overlay)
@@ -101,6 +102,31 @@ def write_all(directory: Path) -> list[Path]:
             path.write_bytes(data)
             written.append(path)
     return written
+
+
+def _drawable(machine: str, run_id: str, given: str) -> str:
+    """The target that draws a run on `machine`: its name if loopstate ships it; a user's
+    flow's machine is not known by name, so say how to name it."""
+    if machine in _shipped():
+        return machine
+    raise DefinitionError(
+        f"run {run_id} ran on the machine of your flow {machine!r}, which loopstate does not "
+        f"know by name: draw it with `loopstate diagram MODULE:ATTR --run {given}`, naming "
+        "the Flow (as `resume --agent` does) or its FlowMachine class"
+    )
+
+
+def _machine(target: str) -> Any:
+    """The machine class `target` names: a shipped machine, or `module:attr` found from the
+    working directory (as `--agent`): a machine class, or an Agent or Flow, drawn on its own."""
+    from loopstate.machines.agent import Agent
+    from loopstate.machines.flows import Flow
+
+    importable_working_directory()
+    found = machine_class(target)
+    if isinstance(found, Flow):
+        return found.machine
+    return machine_class("agent") if isinstance(found, Agent) else found
 
 
 def _shipped() -> set[str]:

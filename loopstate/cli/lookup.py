@@ -39,8 +39,7 @@ def load_agent(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise DefinitionError(f"--agent takes module:attr (e.g. shop:support), not {spec!r}")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    importable_working_directory()
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -49,3 +48,10 @@ def load_agent(spec: str) -> Any:
     if not isinstance(agent, Agent | Flow):
         raise DefinitionError(f"{spec} is not an Agent or a Flow (nor a function returning one)")
     return agent
+
+
+def importable_working_directory() -> None:
+    """Make the working directory importable, as `python -m` does: a command's `module:attr`
+    names the project's own modules (`--agent shop:support` finds `./shop.py`)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
