@@ -199,3 +199,22 @@ def test_an_aborted_run_shows_nothing_pending(tmp_path: Path) -> None:
     assert "stop reason: aborted: changed my mind" in shown
     assert "waiting for a decision" not in shown
     assert json.loads(loopstate("runs", "show", run, "--json", cwd=root).stdout)["pending"] == []
+
+
+def test_a_diagram_written_where_it_cannot_be_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file")
+    cases = {
+        ("-o", str(tmp_path / "missing" / "run.svg")): "No such file or directory",
+        ("-o", str(tmp_path)): "Is a directory",
+        ("--all", str(tmp_path / "taken")): "File exists",
+    }
+    for args, why in cases.items():
+        out = loopstate("diagram", "agent", *args, cwd=tmp_path)
+        assert (out.returncode, out.stdout) == (1, ""), out.stderr
+        assert out.stderr.splitlines() == [
+            f"loopstate diagram: cannot write {args[1]}: {why}; give a writable file (-o) "
+            "or directory"
+        ]
+    drawn = loopstate("diagram", "agent", "-o", str(tmp_path / "run.mmd"), cwd=tmp_path)
+    assert drawn.returncode == 0
+    assert (tmp_path / "run.mmd").read_text().startswith("stateDiagram-v2")

@@ -52,13 +52,20 @@ def _main(args: argparse.Namespace) -> int:
                 print(f"wrote {path}")
             return 0
         data = draw(args)
+        if args.output:
+            Path(args.output).write_bytes(data)
+        else:
+            sys.stdout.buffer.write(data)
     except LoopstateError as exc:
         return report("diagram", exc)
-    if args.output:
-        Path(args.output).write_bytes(data)
-    else:
-        sys.stdout.buffer.write(data)
+    except OSError as exc:  # -o or --all names a place that cannot be written
+        return report("diagram", LoopstateError(_unwritable(exc)))
     return 0
+
+
+def _unwritable(exc: OSError) -> str:
+    where = f"{exc.filename}" if exc.filename is not None else "the output"
+    return f"cannot write {where}: {exc.strerror or exc}; give a writable file (-o) or directory"
 
 
 def draw(args: argparse.Namespace) -> bytes:
