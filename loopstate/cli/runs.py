@@ -21,7 +21,7 @@ from loopstate.cli.runs_check import register_check
 from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
 from loopstate.cli.runs_tree import pending_lines, soonest_due, tree_lines
-from loopstate.cli.runs_view import show_json, show_lines, table
+from loopstate.cli.runs_view import next_step, show_json, show_lines, table
 from loopstate.cli.standing import (
     add_always_options,
     register_forget,
@@ -284,6 +284,9 @@ async def _resume(args: argparse.Namespace, store: Store) -> int:
     budget = budget_of(args.budget) if args.budget else None
     result = await target.resume(args.run, message=args.message, actor=actor, budget=budget)
     _print_result(result)
+    state = result.transitions[-1].target if result.transitions else ""
+    for line in next_step(result.run_id, state, args.agent):
+        print(shown(line))
     return 0 if result.status != "failed" else 1
 
 

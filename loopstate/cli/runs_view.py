@@ -77,6 +77,7 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
         lines.append(f"stop reason: {state.stop_reason}")
     if state.error:
         lines.append(f"error: {state.error}")
+    lines += next_step(state.run_id, state.state)
     u = state.usage
     if u.prompt_tokens or u.completion_tokens:
         cost = f", ${u.cost_usd:.4f}" if u.cost_usd is not None else ""
@@ -96,6 +97,22 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
             lines.append(f"       (above: copied from run {state.forked_from.run_id})")
     lines += _pending(state) if pending else []
     return [shown(line) for line in lines]
+
+
+_GO_ON = {
+    "model_failed": ("the model call failed in a way that may pass; call it again", ""),
+    "budget_exceeded": ("the run is over its budget; raise the limit", " --budget LIMIT=VALUE"),
+    "paused": ("the run is paused; go on", ""),
+}
+"""The states a run rests in, `failed` or `paused`, that `resume` continues (not final)."""
+
+
+def next_step(run_id: str, state: str, agent: str = "MODULE:ATTR") -> list[str]:
+    """How to continue a run resting in a state `resume` continues (none for another)."""
+    if state not in _GO_ON:
+        return []
+    why, option = _GO_ON[state]
+    return [f"{why} with: loopstate resume {run_id} --agent {agent}{option}"]
 
 
 def _redefined(record: Redefinition) -> str:
