@@ -175,9 +175,12 @@ class Toolset(Protocol):
 
 
 def render_result(value: Any) -> str:
-    """A tool's return value as the text the model sees."""
+    """A tool's return value as the text the model sees. Bytes (a subprocess's output) are
+    read as UTF-8, a byte that is not shown as U+FFFD, never as Python's `b'...'` repr."""
     if isinstance(value, str):
         return value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     return json.dumps(value, default=str, ensure_ascii=False)
