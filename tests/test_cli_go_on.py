@@ -104,3 +104,30 @@ def test_a_run_over_its_budget_says_how_to_raise_it_and_the_command_does(tmp_pat
     typed = typed.replace("LIMIT=VALUE", "model_calls=2")
     done = cli.loopstate(*typed.split(), cwd=tmp_path, env={"LOOPSTATE_DB": None})
     assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "answer: Sunny."), done.stderr
+
+
+CHAT = """
+from loopstate import Agent, ScriptedModel
+
+agent = Agent(ScriptedModel(["Paris.", "Rome."], by_step=True))
+"""
+
+
+def test_a_run_that_answered_resumed_without_a_message_names_the_option(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    (tmp_path / "chat.py").write_text(CHAT)
+    with contextlib.chdir(tmp_path):
+        first = runpy.run_path(str(tmp_path / "chat.py"))["agent"].run_sync("Capital of France?")
+    assert first.status == "done"
+    env: dict[str, str | None] = {"LOOPSTATE_DB": None}
+    refused = cli.loopstate("resume", first.run_id[:8], "--agent", "chat:agent", cwd=tmp_path,
+                            env=env)  # fmt: skip
+    again = f"loopstate resume {first.run_id} --agent chat:agent --message TEXT"
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.splitlines() == [
+        f"loopstate resume: run {first.run_id} has answered; continue the conversation with: "
+        f"{again}"
+    ]
+    typed = again.split()[1:-1]
+    done = cli.loopstate(*typed, "And of Italy?", cwd=tmp_path, env=env)
+    assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "answer: Rome."), done.stderr

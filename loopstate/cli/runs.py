@@ -21,7 +21,7 @@ from loopstate.cli.runs_check import register_check
 from loopstate.cli.runs_fork import register_fork
 from loopstate.cli.runs_listing import Listed, damaged_json, damaged_line, read_listed
 from loopstate.cli.runs_tree import pending_lines, soonest_due, tree_lines
-from loopstate.cli.runs_view import next_step, show_json, show_lines, table
+from loopstate.cli.runs_view import next_step, show_json, show_lines, table, wants_message
 from loopstate.cli.standing import (
     add_always_options,
     register_forget,
@@ -31,7 +31,7 @@ from loopstate.cli.standing import (
 from loopstate.cli.stores import add_db_option, close_store, db_of, open_store
 from loopstate.cli.text import shown, shown_json
 from loopstate.engine.approval import as_decision
-from loopstate.engine.errors import DefinitionError, LoopstateError
+from loopstate.engine.errors import DefinitionError, LoopstateError, RunNotResumable
 from loopstate.engine.result import RunResult
 from loopstate.engine.state import RunState
 from loopstate.engine.store import RunSummary, Store
@@ -280,6 +280,8 @@ async def _resume(args: argparse.Namespace, store: Store) -> int:
     from loopstate.machines.flows import Flow
 
     target: Agent | Flow = load_agent(args.agent).clone(store=store)
+    if args.message is None and (why := wants_message(await store.load(args.run), args.agent)):
+        raise RunNotResumable(why)
     actor = f"cli:{_user()}"
     budget = budget_of(args.budget) if args.budget else None
     result = await target.resume(args.run, message=args.message, actor=actor, budget=budget)

@@ -115,6 +115,17 @@ def next_step(run_id: str, state: str, agent: str = "MODULE:ATTR") -> list[str]:
     return [f"{why} with: loopstate resume {run_id} --agent {agent}{option}"]
 
 
+def wants_message(state: RunState, agent: str) -> str | None:
+    """Why `loopstate resume` without `--message` cannot continue `state`, with the command
+    that does (a run that answered, a flow waiting for the user), or None."""
+    again = f"loopstate resume {state.run_id} --agent {agent} --message TEXT"
+    if state.status == "awaiting_input":
+        return f"run {state.run_id} waits for the user's message: {again}"
+    if state.flow is None and state.state == "done":
+        return f"run {state.run_id} has answered; continue the conversation with: {again}"
+    return None
+
+
 def _redefined(record: Redefinition) -> str:
     """A resume under another definition, in one line (`loopstate.engine.pinning`)."""
     how = f"migrated by {record.migration}" if record.migration else "resumed"
