@@ -120,6 +120,20 @@ def test_a_damaged_file_is_a_store_error_and_the_cli_says_so_in_one_line(tmp_pat
     assert "restore it from a backup" in error
 
 
+def test_a_store_path_that_is_a_directory_says_so_and_names_a_file_in_it(tmp_path: Path) -> None:
+    folder = tmp_path / ".loopstate"  # the folder the default store lives in, given as --db
+    folder.mkdir()
+    why = f"{folder} is a directory, not a store file: name a file in it, e.g. {folder}/runs.db"
+    for command in (("runs", "list"), ("approve", "run-1", "--all")):
+        error = one_line_error(loopstate(*command, "--db", str(folder), cwd=tmp_path), 1)
+        assert error == f"loopstate {command[0]}: {why}\n"
+    agent = Agent(ScriptedModel(["hi"]), [], store=SQLiteStore(folder))
+    with pytest.raises(StoreError) as raised:
+        agent.run_sync("go")
+    assert str(raised.value) == why
+    assert list(folder.iterdir()) == []
+
+
 LOCKER = """
 import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None)

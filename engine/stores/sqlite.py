@@ -277,6 +277,11 @@ class SQLiteStore(Answers):
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
+        if self.path.is_dir():  # sqlite3 would say only "unable to open database file"
+            raise StoreError(
+                f"{self.path} is a directory, not a store file: name a file in it, "
+                f"e.g. {self.path / 'runs.db'}"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout)
         try:
