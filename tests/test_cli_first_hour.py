@@ -218,3 +218,15 @@ def test_a_diagram_written_where_it_cannot_be_is_one_line(tmp_path: Path) -> Non
     drawn = loopstate("diagram", "agent", "-o", str(tmp_path / "run.mmd"), cwd=tmp_path)
     assert drawn.returncode == 0
     assert (tmp_path / "run.mmd").read_text().startswith("stateDiagram-v2")
+
+
+def test_the_demo_on_a_store_it_cannot_use_says_so_in_one_line(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"  # LOOPSTATE_DB set to the wrong file
+    notes.write_text("not a database\n")
+    for mode in ("--suspend", "--yes"):
+        out = loopstate("demo", mode, cwd=tmp_path, LOOPSTATE_DB=str(notes))
+        assert out.returncode == 1, out.stderr
+        assert out.stderr.splitlines() == [
+            f"loopstate demo: {notes} is not a usable loopstate store: file is not a database"
+        ]
+    assert notes.read_text() == "not a database\n"

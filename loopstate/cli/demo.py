@@ -13,11 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loopstate.cli.errors import interrupted
+from loopstate.cli.errors import interrupted, report
 from loopstate.cli.hint import command_prefix
 from loopstate.cli.text import shown
 from loopstate.engine.approval import Abort, ApprovalRequest, Approve, Decision, Deny, Edit
 from loopstate.engine.clock import random_ids
+from loopstate.engine.errors import LoopstateError
 from loopstate.engine.hooks import Hooks
 from loopstate.engine.state import CallRecord, Transition
 from loopstate.engine.sync import run_interruptible
@@ -60,6 +61,8 @@ def main(args: argparse.Namespace) -> int:
     run_id = random_ids()
     try:
         return run_interruptible(_demo(args, ask=input, run_id=run_id))
+    except LoopstateError as exc:  # the store cannot be used, the model not reached, ...
+        return report("demo", exc)
     except KeyboardInterrupt as exc:  # mid-run (at the prompt, Ctrl-C aborts the run)
         if args.suspend:
             return interrupted(run_id, exc, agent="loopstate.demo:suspended_agent")
