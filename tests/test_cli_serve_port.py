@@ -66,3 +66,19 @@ def test_serve_on_port_0_prints_the_address_it_serves(tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=120)
+
+
+def test_serve_and_worker_on_a_store_they_cannot_use_say_so_and_do_not_start(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"  # --db naming the wrong file
+    notes.write_text("not a database\n")
+    why = f"{notes} is not a usable loopstate store: file is not a database"
+    for command in (SERVE, ("-m", "loopstate", "worker", "--agent", "service_agent:agent")):
+        out = forking.run(
+            [sys.executable, *command, "--db", str(notes)],
+            env=_env(tmp_path), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert (out.returncode, out.stdout) == (1, ""), out.stderr
+        assert out.stderr.splitlines() == [f"loopstate {command[2]}: {why}"]
+    assert notes.read_text() == "not a database\n"

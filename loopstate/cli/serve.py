@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopstate.cli.stores import add_db_option, db_of, open_store
+from loopstate.cli.errors import report
+from loopstate.cli.stores import add_db_option, check_usable, db_of, open_store
 from loopstate.cli.text import shown
 from loopstate.engine.errors import DefinitionError, LoopstateError
 from loopstate.engine.store import Store
@@ -64,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         from loopstate.cli.runs import load_agent
 
+        check_usable(db_of(args))
         store = open_store(db_of(args))
         agents = {}
         for spec in args.agent:
@@ -76,8 +78,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return serve(agents, store, token, served)
     except LoopstateError as exc:
-        print(shown(f"loopstate serve: {exc}"), file=sys.stderr)
-        return 2
+        return report("serve", exc)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ else `.loopstate/runs.db` of the nearest project directory, found as git finds `
 from __future__ import annotations
 
 import argparse
+import asyncio
 import inspect
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,18 @@ async def close_store(store: Any) -> None:
     closed = store.close()
     if inspect.isawaitable(closed):
         await closed
+
+
+def check_usable(db: str) -> None:
+    """Read the store at `db` once, through a store of its own closed at once (the command's
+    store then opens in the event loop that serves): a store that cannot be used is a
+    `StoreError` before a long-running command starts, not a server answering 500."""
+
+    async def read() -> None:
+        store = store_at(db)
+        try:
+            await store.list_runs(limit=1)
+        finally:
+            await close_store(store)
+
+    asyncio.run(read())

@@ -49,6 +49,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
     store = open_store(db_of(args))
     try:
+        await store.list_runs(limit=1)  # a store that cannot be used: one line, not a crash
         target = load_agent(args.agent).clone(store=store, lease_s=args.lease)
         worker = Worker(target, concurrency=args.concurrency, poll_s=args.poll, lease_s=args.lease)
         stop = asyncio.Event()
