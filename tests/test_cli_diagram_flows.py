@@ -64,6 +64,18 @@ def test_a_flow_run_is_drawn_on_the_flow_named_as_resume_names_it(tmp_path: Path
         assert "triage --> answer" in drawn.stdout
 
 
+def test_a_flow_run_is_drawn_where_its_phase_stands_not_where_its_loop_does(
+    tmp_path: Path,
+) -> None:
+    root, run = project(tmp_path)  # in triage, its phase's loop done: waiting for the user
+    drawn = loopstate("diagram", "flows:support", "--run", run, cwd=root)
+    assert drawn.returncode == 0, drawn.stderr
+    classes = [line.split()[1:] for line in drawn.stdout.splitlines()
+               if line.strip().startswith("class ")]  # fmt: skip
+    assert ["triage", "current"] in classes
+    assert ["answer,done,failed,aborted", "unvisited"] in classes
+
+
 def test_a_flow_run_drawn_without_its_flow_says_how_to_name_it(tmp_path: Path) -> None:
     root, run = project(tmp_path)
     for args in (("--run", run[:8]), ("agent", "--run", run[:8])):

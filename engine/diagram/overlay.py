@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from loopstate.engine.diagram.graph import Graph
+    from loopstate.engine.state import RunState
 
 
 class Step(Protocol):
@@ -52,3 +56,16 @@ def overlay_of(
     return Overlay(
         dict(counts), frozenset(visited), current, dict(inherited), frozenset(before - visited)
     )
+
+
+def run_overlay(state: RunState, graph: Graph) -> Overlay:
+    """A stored run drawn on `graph`, its machine's. A flow run's transitions hold its phases'
+    agent-loop steps too (`idle → thinking → done`, the loop's `done` not the flow's): only
+    the flow's own edges are drawn, and where it stands is its phase."""
+    fork = state.forked_from
+    forked_at = fork.seq if fork else 0
+    if state.flow is None:
+        return overlay_of(state.transitions, state.state, forked_at=forked_at)
+    edges = {(e.source, e.target, e.event) for e in graph.edges}
+    steps = [t for t in state.transitions if (t.source, t.target, t.event) in edges]
+    return overlay_of(steps, state.flow.phase, forked_at=forked_at)

@@ -69,9 +69,9 @@ def _unwritable(exc: OSError) -> str:
 
 
 def draw(args: argparse.Namespace) -> bytes:
-    from loopstate.engine.diagram import graph_of, overlay_of, render, to_dot, to_mermaid
+    from loopstate.engine.diagram import graph_of, render, run_overlay, to_dot, to_mermaid
 
-    overlay = None
+    state = None
     target = args.target
     if args.run:
         state = asyncio.run(_load(db_of(args), args.run))
@@ -82,11 +82,10 @@ def draw(args: argparse.Namespace) -> bytes:
                 f"draw it with `loopstate diagram {own} --run {args.run}`"
             )
         target = target or _drawable(state.machine, state.run_id, args.run)
-        fork = state.forked_from
-        overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
     if not target:
         raise DefinitionError("name a machine (e.g. agent) or pass --run")
     graph = graph_of(_machine(target))
+    overlay = run_overlay(state, graph) if state is not None else None
     if args.format == "mermaid":
         return to_mermaid(graph, overlay).encode()
     dot = to_dot(graph, overlay)

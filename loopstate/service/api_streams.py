@@ -160,8 +160,8 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         GraphvizFailed,
         GraphvizNotFound,
         graph_of,
-        overlay_of,
         render,
+        run_overlay,
         to_dot,
         to_mermaid,
     )  # fmt: skip
@@ -172,8 +172,7 @@ def _diagram(state: Any, fmt: str) -> str | bytes:
         graph = graph_of(machine_class(state.machine))
     except DefinitionError as exc:
         raise Problem(404, f"no diagram: {exc}") from None
-    fork = state.forked_from
-    overlay = overlay_of(state.transitions, state.state, forked_at=fork.seq if fork else 0)
+    overlay = run_overlay(state, graph)
     graph = folded(graph, overlay)  # abort/fail from every state: drawn once
     if fmt == "mermaid":
         return to_mermaid(graph, overlay)
