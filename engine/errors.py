@@ -3,7 +3,7 @@
 LoopstateError
 ├── DefinitionError        a tool, agent or machine is declared wrongly
 ├── ModelError             the model port failed (network, provider, bad reply); `status`,
-│   │                      `error_type`, `retry_after`, `retryable` say what to do
+│   │                      `error_type`, `retry_after`, `retryable`, `fixable` say what to do
 │   ├── ScriptExhausted    a ScriptedModel was asked for more turns than it has
 │   └── UnexpectedRequest  a ScriptedModel's expectation did not hold
 ├── DecisionError          a decision was refused; the run is unchanged; `errors` names
@@ -96,6 +96,23 @@ class ModelError(LoopstateError):
         if self.status is None:
             return self.error_type in ("connection", "timeout")
         return self.status in (408, 429) or self.status >= 500
+
+    @property
+    def fixable(self) -> bool:
+        """Whether the request may succeed once someone fixes the set-up, not on its own: see
+        `fixable_failure`. Not retried; the run rests in `model_failed` for a resume."""
+        return fixable_failure(self.status, self.error_type)
+
+
+FIXABLE_TYPES = ("configuration", "unknown_provider")
+"""Model error types a person fixes in the set-up: no API key, a model without a provider."""
+
+
+def fixable_failure(status: int | None, error_type: str | None) -> bool:
+    """A model error that the set-up causes and a person fixes, then resumes the run: no
+    API key, a key the provider refused (401, 403), a model or address it does not know
+    (404), a model name without a provider."""
+    return error_type in FIXABLE_TYPES or status in (401, 403, 404)
 
 
 class ScriptExhausted(ModelError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from loopstate.engine.budget import Overrun
 from loopstate.engine.data import Frozen
-from loopstate.engine.errors import ModelError
+from loopstate.engine.errors import ModelError, fixable_failure
 
 
 class RunFailure(Frozen):
@@ -21,6 +21,12 @@ class RunFailure(Frozen):
     """Seconds the provider asked to wait before trying again, when it said."""
     budget: Overrun | None = None
     """For a run resting in `budget_exceeded`: which limit, and what had been spent."""
+
+    @property
+    def fixable(self) -> bool:
+        """A model error a person fixes in the set-up (an API key, the model's name), then
+        resumes the run: see `loopstate.engine.errors.fixable_failure`."""
+        return fixable_failure(self.status, self.error_type)
 
 
 def failure_of(exc: BaseException) -> RunFailure:

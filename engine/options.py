@@ -47,6 +47,11 @@ class RunOptions:
     """The run-wide default for `@tool(decide_within=)`: seconds a gated call may wait."""
     on_expiry: Any = None
     """The run-wide default for `@tool(on_expiry=)`."""
+    rest_when_fixable: bool = False
+    """A model call refused for the set-up (`ModelError.fixable`: an API key, the model's
+    name) rests the run in `model_failed` for a resume once it is fixed, instead of ending
+    it. `Agent` and `Flow` set it (`of`); a Temporal workflow builds its own options and
+    keeps such an error final, as its tests lock."""
 
     @property
     def deadline(self) -> tuple[float | None, Any]:
@@ -68,6 +73,7 @@ class RunOptions:
                 "workspace": workspace_path(given.get("workspace")),
                 "rules": tuple(given.get("rules") or ()),
                 "decide_within": seconds(given.get("decide_within")),
+                "rest_when_fixable": True,
             }
         )
 

@@ -19,18 +19,24 @@ AGENTS = """
 import os
 from loopstate import Agent, LiteLLMModel
 
-agent = Agent(LiteLLMModel("openai/test-model", api_base=os.environ["MODEL_BASE"], api_key="k"))
+agent = Agent(LiteLLMModel("openai/test-model", api_base=os.environ["MODEL_BASE"],
+                           api_key=os.environ.get("MODEL_KEY", "k")))
 """
 
 
-def loopstate(*args: str, cwd: Path, server: ModelServer) -> subprocess.CompletedProcess[str]:
-    return cli.loopstate(*args, cwd=cwd, env={"LOOPSTATE_DB": None, "MODEL_BASE": server.url})
+def loopstate(
+    *args: str, cwd: Path, server: ModelServer, **env: str | None
+) -> subprocess.CompletedProcess[str]:
+    return cli.loopstate(
+        *args, cwd=cwd, env={"LOOPSTATE_DB": None, "MODEL_BASE": server.url, **env}
+    )
 
 
-def failed_run(root: Path, server: ModelServer) -> tuple[str, str]:
-    """A run of `agents:agent` whose first model call the server failed: its id and state."""
+def failed_run(root: Path, server: ModelServer, key: str = "k") -> tuple[str, str]:
+    """A run of `agents:agent` whose first model call failed (the server refused it, or
+    `key` is empty: no API key): its id and state."""
     (root / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
-    (root / "agents.py").write_text(AGENTS)
+    (root / "agents.py").write_text(AGENTS.replace('"k"', repr(key) if key else "None"))
     with contextlib.chdir(root), _model_base(server):
         result = runpy.run_path(str(root / "agents.py"))["agent"].run_sync("Hi")
     assert result.status == "failed"
@@ -41,6 +47,7 @@ def failed_run(root: Path, server: ModelServer) -> tuple[str, str]:
 def _model_base(server: ModelServer) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MODEL_BASE", server.url)
+        patch.delenv("OPENAI_API_KEY", raising=False)
         yield
 
 
@@ -64,8 +71,28 @@ def test_a_model_call_that_may_pass_says_how_to_call_it_again(tmp_path: Path) ->
         assert "again" not in done.stdout
 
 
+@pytest.mark.parametrize("refusal", ["no API key", "a key the provider refused"])
+def test_a_model_call_refused_for_the_set_up_rests_the_run_until_it_is_fixed(
+    tmp_path: Path, refusal: str
+) -> None:
+    first = () if refusal == "no API key" else (error_reply(401),)
+    with serve(*first, text_reply("Hello.")) as server:
+        run, state = failed_run(tmp_path, server, key="" if refusal == "no API key" else "k")
+        assert state == "model_failed"  # not failed for good: a run that waited days lives on
+        fix = "the model call was refused for the set-up (API key, model name); fix it, then "
+        again = f"{fix}call it again with: loopstate resume {run} --agent MODULE:ATTR"
+        shown = loopstate("runs", "show", run, cwd=tmp_path, server=server)
+        assert again in shown.stdout.splitlines()
+
+        (tmp_path / "agents.py").write_text(AGENTS)  # the key given (or put right)
+        done = loopstate("resume", run, "--agent", "agents:agent", cwd=tmp_path, server=server)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == "answer: Hello."
+        assert len(server.requests) == len(first) + 1
+
+
 def test_a_run_that_failed_for_good_is_not_offered_a_resume(tmp_path: Path) -> None:
-    with serve(error_reply(401)) as server:
+    with serve(error_reply(400)) as server:  # the request itself refused: it would be again
         run, state = failed_run(tmp_path, server)
         assert state == "failed"
         shown = loopstate("runs", "show", run, cwd=tmp_path, server=server)

@@ -287,7 +287,7 @@ async def _resume(args: argparse.Namespace, store: Store) -> int:
     result = await target.resume(args.run, message=args.message, actor=actor, budget=budget)
     _print_result(result)
     state = result.transitions[-1].target if result.transitions else ""
-    for line in next_step(result.run_id, state, args.agent):
+    for line in next_step(result.run_id, state, args.agent, result.failure):
         print(shown(line))
     return 0 if result.status != "failed" else 1
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopstate.cli.text import shown, shown_json
+from loopstate.engine.failure import RunFailure
 from loopstate.engine.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from loopstate.engine.state import Redefinition, RunState
 from loopstate.engine.store import RunSummary
@@ -77,7 +78,7 @@ def show_lines(state: RunState, *, pending: bool = True) -> list[str]:
         lines.append(f"stop reason: {state.stop_reason}")
     if state.error:
         lines.append(f"error: {state.error}")
-    lines += next_step(state.run_id, state.state)
+    lines += next_step(state.run_id, state.state, failure=state.failure)
     u = state.usage
     if u.prompt_tokens or u.completion_tokens:
         cost = f", ${u.cost_usd:.4f}" if u.cost_usd is not None else ""
@@ -107,11 +108,18 @@ _GO_ON = {
 """The states a run rests in, `failed` or `paused`, that `resume` continues (not final)."""
 
 
-def next_step(run_id: str, state: str, agent: str = "MODULE:ATTR") -> list[str]:
+_FIX = "the model call was refused for the set-up (API key, model name); fix it, then call it again"
+
+
+def next_step(
+    run_id: str, state: str, agent: str = "MODULE:ATTR", failure: RunFailure | None = None
+) -> list[str]:
     """How to continue a run resting in a state `resume` continues (none for another)."""
     if state not in _GO_ON:
         return []
     why, option = _GO_ON[state]
+    if state == "model_failed" and failure is not None and failure.fixable:
+        why = _FIX
     return [f"{why} with: loopstate resume {run_id} --agent {agent}{option}"]
 
 

@@ -24,7 +24,8 @@ class AgentLoop(StateChart[Any]):
     - `tools_done` and `decided` carry `stop`: a stop reason, or None to go on.
     - `user_message` continues a run that answered (`done`) with the user's next message.
     - `model_error`: the model call failed in a way that may succeed later (a rate limit, an
-      overloaded provider, a dropped connection). The run stops in `model_failed` (its status
+      overloaded provider, a dropped connection), or once the set-up is fixed (an API key,
+      the model's name). The run stops in `model_failed` (its status
       is `failed`) and `retry`, asked for by someone resuming it, calls the model again:
       nothing before the failed step runs again.
     - `over_budget`: the next model call or batch of tools would pass the run's `Budget`; it

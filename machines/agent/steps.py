@@ -144,7 +144,7 @@ class LoopSteps(OnCore):
         try:
             response = await self.model_call.call(request)
         except ModelError as exc:
-            if not exc.retryable:
+            if not (exc.retryable or (exc.fixable and config.options.rest_when_fixable)):
                 raise  # the error policy ends the run in `failed`
             await self._stall(exc)
             return True
@@ -182,10 +182,10 @@ class LoopSteps(OnCore):
         return True
 
     async def _stall(self, exc: ModelError) -> None:
-        """Stop in `model_failed` after a model error that may pass: `retry` goes on from
-        this step, with nothing before it run again."""
+        """Stop in `model_failed` after a model error that may pass, or pass once the set-up
+        is fixed (an API key): `retry` goes on from this step, nothing before it run again."""
         error = f"{type(exc).__name__}: {exc}"
-        self.core.log.error("run_failed", error=error.splitlines()[0], retryable=True)
+        self.core.log.error("run_failed", error=error.splitlines()[0], retryable=exc.retryable)
         self.state = self.state.evolve(error=error, failure=failure_of(exc))
         self.send(Cause(error, "system"), self.machine.model_error)
         await self.core.save()
