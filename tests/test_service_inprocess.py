@@ -13,6 +13,7 @@ import service_agent
 from fastapi import Request
 from service_support import in_uvicorn
 
+from loopstate.engine.errors import StoreError
 from loopstate.engine.stores.sqlite import SQLiteStore
 from loopstate.service import Action, Service, StreamPolicy
 
@@ -84,3 +85,14 @@ async def test_a_stream_pings_and_ends_after_its_lifetime_with_retry_set(url: st
     assert "retry: 250" in text
     assert text.count(": ping") >= 2
     assert 0.9 <= elapsed < 10  # ended: pings alone would keep it open for ever
+
+
+async def test_a_service_on_a_store_it_cannot_use_fails_its_start(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"  # the store named as the wrong file
+    notes.write_text("not a database\n")
+    store = SQLiteStore(notes)
+    service = Service({"payments": service_agent.agent(store)})
+    with pytest.raises(StoreError, match="is not a usable loopstate store"):
+        async with service.lifespan():  # uvicorn then exits: "Application startup failed"
+            pass  # started: it would serve, every request a 500, its loops dead
+    assert notes.read_text() == "not a database\n"

@@ -86,7 +86,10 @@ class Service:
     @asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """Run the claim loop and the feed while the app serves (pass to FastAPI, or enter
-        it from your own app's lifespan when you mount the router)."""
+        it from your own app's lifespan when you mount the router). The store is read once
+        first: one that cannot be used fails the start, rather than a server that answers
+        every request with 500 once its loops have died."""
+        await self.store.list_runs(limit=1)
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.runner.serve(stop))
