@@ -15,8 +15,9 @@ in the child and no approval through any door lets it run (the child's run keeps
 so `check_decision` refuses it there), and a call an ancestor's rule gates waits for a
 decision in the child. `run_child` is the one entry point (flows' phases reuse it).
 
-A child that rests (paused by its own id, or at the tree's budget) rests its parent with it,
-the parent's call waiting for it; the parent's resume continues the same child run.
+A child that rests (paused by its own id or by a pause asked of a run above it, or at the
+tree's budget) rests its parent with it, the parent's call waiting for it; the parent's resume
+continues the same child run.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ read back typed.
 A budget is the tree's (`Flow(budget=)`, counted over the flow's run and its child runs): a
 phase's run that would pass it rests in `budget_exceeded`, and so does the flow; the flow
 resumed with a raised budget (`resume(budget=)`) continues the phase's run with it. A phase's
-run paused by its own id rests the flow in `paused` too, and the flow's resume continues it.
+run paused by its own id, or by a pause asked of the flow (which it reads at its next step
+boundary: `LoopPause`), rests the flow in `paused` too, and the flow's resume continues it.
 """
 
 from __future__ import annotations

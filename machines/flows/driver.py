@@ -162,6 +162,7 @@ class FlowSteps(OnCore):
             self.core.log.info("paused", phase=bound.name, child=self.flow.child)
             self._move(state="paused")
             await self.core.save()
+            await self.config.options.store.drop_pause(self.state.run_id)  # (the child took it)
             return False
         if outcome.kind == "over_budget":  # the phase's run rests at the budget: so does the flow
             update = {"state": "budget_exceeded", "error": outcome.why, "failure": outcome.failure}
