@@ -4,9 +4,10 @@ phase's agent runs a sub-agent of its own (two levels). The child takes the requ
 next step boundary and rests in `paused`; every run above it rests in `paused` with it, each
 taking its own request (none is left unused). The top run's resume (Python, or `loopstate
 resume` in a new process) continues the same child runs to the same end, each tool run once.
-A pause asked once the child has ended is the lone run's: the parent stops at its own next
-boundary. In one process, on a real SQLite file: the child's tool waits on an event the test
-sets once the pause is asked (no sleeps)."""
+A parent resumed that waits on its child again is paused again the same way (a tree that
+waits for a person is not paused). A pause asked once the child has ended is the lone run's:
+the parent stops at its own next boundary. In one process, on a real SQLite file: the
+child's tool waits on an event the test sets once the pause is asked (no sleeps)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import TypeVar
 from support.cli import loopstate
 from test_pause_children import TEAM_MODULE, Held, Report, child_of_run, child_script
 
-from loopstate import Agent, ScriptedModel, SQLiteStore
+from loopstate import Agent, Approve, ScriptedModel, SQLiteStore, tool
 from loopstate.engine.models.scripted import call
 from loopstate.engine.pause import pause_run
 from loopstate.engine.state import RunState
@@ -175,4 +176,61 @@ async def test_a_parent_paused_from_the_cli_resumes_with_its_sub_agent_in_a_new_
     calls = [(c.tool, c.status) for c in (await store.load(child)).calls]
     assert calls == [("hold", "succeeded"), ("lookup", "succeeded")]  # each ran once
     assert held.ran == ["h"]  # the new process ran the rest (its own tools)
+    store.close()
+
+
+async def test_a_parent_waiting_on_its_resumed_sub_agent_is_paused_again_with_it(
+    tmp_path: Path,
+) -> None:
+    store, held = SQLiteStore(str(tmp_path / "runs.db")), Held()
+
+    @tool(needs_approval=True)
+    def wire(amount: int) -> str:
+        """Wire money."""
+        held.ran.append(f"wire {amount}")
+        return f"wired {amount}"
+
+    script = [call("hold", {"key": "h1"}), call("hold", {"key": "h2"}), call("wire", {"amount": 5})]
+    sub_model = ScriptedModel([*script, "Both."])
+    sub = Agent(sub_model, [*held.tools(), wire], store=store)
+    parent_model = ScriptedModel([call("helper", {"task": "hold both"}), "Both held."])
+    parent = Agent(parent_model, [sub.as_tool(name="helper", description="Holds.")], store=store)
+    first = await paused_above(held, store, parent.run("go", run_id="p1"), "p1", "h1")
+    assert first.status == "paused"
+    # resumed, the parent waits (awaiting_approval) while its sub-agent works: still pausable
+    again = await paused_above(held, store, parent.resume("p1"), "p1", "h2")
+    assert again.status == "paused"
+    moves = [(t.source, t.event, t.target) for t in again.transitions[-2:]]
+    assert moves == [
+        ("paused", "unpause", "awaiting_approval"), ("awaiting_approval", "pause", "paused"),
+    ]  # fmt: skip
+    assert await store.pause_asked("p1") is None
+    waiting = await parent.resume("p1")
+    assert waiting.status == "awaiting_approval"  # the sub-agent's wire waits for a person
+    assert not await pause_run(store, "p1", actor="ops")  # nothing works in the tree
+    assert await store.pause_asked("p1") is None
+    (wired,) = await parent.pending("p1")
+    done = await parent.resume("p1", {wired.call_id: Approve()})
+    assert (done.status, done.output) == ("done", "Both held.")
+    assert held.ran == ["h1", "h2", "wire 5"]  # each tool ran once
+    assert len(sub_model.requests) == 4
+    store.close()
+
+
+async def test_a_flow_waiting_on_its_resumed_phase_run_is_paused_again_with_it(
+    tmp_path: Path,
+) -> None:
+    store, held = SQLiteStore(str(tmp_path / "runs.db")), Held()
+    model = ScriptedModel([call("hold", {"key": "h1"}), call("hold", {"key": "h2"}), "Both."])
+    researcher = Agent(model, held.tools(), store=store)
+    flow = Flow(Report, {"research": Phase(agent=researcher, task="research it")}, store=store)
+    first = await paused_above(held, store, flow.run("go", run_id="f1"), "f1", "h1")
+    assert first.status == "paused"
+    again = await paused_above(held, store, flow.resume("f1"), "f1", "h2")
+    assert (again.status, again.phase) == ("paused", "research")
+    assert (await store.load("f1.research.1")).status == "paused"
+    assert await store.pause_asked("f1") is None
+    done = await flow.resume("f1")
+    assert (done.status, done.data["research"], held.ran) == ("done", "Both.", ["h1", "h2"])
+    assert len(model.requests) == 3
     store.close()
