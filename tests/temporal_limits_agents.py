@@ -1,7 +1,7 @@
-"""The agents `test_temporal_limits`, `test_temporal_child_budget` and
-`test_temporal_flow_budget` serve: a run to pause mid-loop, approval deadlines, budgets (a
-sub-agent's tree's and a flow's agent phase's too), and rules that forbid and gate; and the
-helpers they use (`served`, `state_is`, `replays`).
+"""The agents `test_temporal_limits`, `test_temporal_child_budget`, `test_temporal_flow_budget`
+and `test_temporal_pause_children` serve: a run to pause mid-loop (or a tree, at its top),
+approval deadlines, budgets (a sub-agent's tree's and a flow's agent phase's too), and rules
+that forbid and gate; and the helpers they use (`served`, `state_is`, `replays`).
 
 Models are scripted by step and their final answers quote the last batch's tool results, so
 a test sees what the model saw. Tools write under WORKDIR, so a test counts their effects.
@@ -157,6 +157,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
             store=store,
             budget=Budget(model_calls=2),
         ),
+        **pausing_trees(workdir, lookup, store),
         **due_in_hours(write_note, store),
         "ruled": Agent(
             model(forbidden, look[0], answer), tools, store=store, rules=[NO_ETC, ASK_LOOKUP]
@@ -169,6 +170,48 @@ def delegating(researcher: Agent, store: MemoryStore) -> Agent:
     delegate = call("research", {"task": "look"}, id="research_1")
     tool = researcher.as_tool(name="research", description="Delegate a task")
     return Agent(ScriptedModel([delegate, answer], by_step=True), [tool], store=store)
+
+
+def pausing_trees(workdir: Path, lookup: Tool, store: MemoryStore) -> dict[str, Agent | Flow]:
+    """Trees whose child (a sub-agent, a flow's agent phase's run, or that run's sub-agent)
+    waits twice (`wait_for` a, then b) while a test pauses the run at the top
+    (`test_temporal_pause_children`)."""
+
+    @tool(timeout=60)
+    def wait_for(key: str) -> str:
+        """Write WORKDIR/held-KEY, then wait until WORKDIR/release-KEY exists."""
+        (workdir / f"held-{key}").touch()
+        while not (workdir / f"release-{key}").exists():
+            time.sleep(0.02)
+        return f"waited for {key}"
+
+    waits = [call("wait_for", {"key": k}, id=f"wait_{k}") for k in ("a", "b")]
+    script = [call("lookup", {"key": "k1"}, id="look_1"), *waits]
+    looked = call("lookup", {"key": "k3"}, id="look_3")
+    holder = Agent(
+        ScriptedModel([*script, looked, answer], by_step=True), [lookup, wait_for], store=store
+    )
+    return {
+        "pausing_treed": Agent(
+            ScriptedModel(
+                [call("research", {"task": "look"}, id="research_1"), answer], by_step=True
+            ),
+            [holder.as_tool(name="research", description="Delegate a task")],
+            store=store,
+        ),
+        "pausing_phased": Flow(
+            Pipeline,
+            {"draft": Phase(agent=holder, task="look {topic}")},
+            name="pausing_phased",
+            store=store,
+        ),
+        "pausing_phased_treed": Flow(
+            Pipeline,
+            {"draft": Phase(agent=delegating(holder, store), task="look {topic}")},
+            name="pausing_phased_treed",
+            store=store,
+        ),
+    }
 
 
 def due_in_hours(write_note: Tool, store: MemoryStore) -> dict[str, Agent | Flow]:

@@ -11,7 +11,8 @@ tree functions answer for it: the pending calls of the whole tree, where a decis
 (`owner_of`), usage rolled up, a child's outcome (`child_outcome`). A decision given to the
 parent for a child's call is checked there (`check_decision` against the child's state) and
 sent to the run it waits in (Signal `decide`). A run that ends aborted or failed aborts the
-children it still waits for; a child aborted by a person aborts its parent (as in-process).
+children it still waits for; a child aborted by a person aborts its parent (as in-process). A
+pause asked of a run that waits for a working child goes down to it (`child_pause`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from loopstate.engine.tree import (
 from loopstate.machines.agent.agent import Agent
 from loopstate.machines.agent.delegation import ChildOutcome, ChildScope, child_outcome
 from loopstate.temporal.child_budget import Raising, above_of, at_budget, over_budget
+from loopstate.temporal.child_pause import PauseDown
 from loopstate.temporal.data import (
     WORKFLOW,
     AbortRequest,
@@ -77,7 +79,9 @@ class ChildWorkflows:
         """The child workflows this workflow run started (a closed one that never said it
         ended is a lost child: its call fails)."""
         self.raising = Raising()
-        """Children sent a raised budget, until they say how they stand since."""
+        """Children sent a raised budget (or a resume), until they say how they stand since."""
+        self.pausing = PauseDown(store, self.raising)
+        """The pause asked of this run, passed down to the children it waits for."""
         self.aborting: Callable[[], AbortRequest | None] = lambda: None
         """Whether this run is asked to abort (a child it waits for is aborted then)."""
 
@@ -111,11 +115,21 @@ class ChildWorkflows:
             handle.add_done_callback(self._closed)
 
         def settled() -> bool:
-            told = run_id in children and children[run_id].status in _SETTLED
-            told = told and not self.raising.waits(run_id)
-            return told or self.lost(run_id) is not None
+            child = children.get(run_id)
+            told = child is not None and (child.status in _SETTLED or self.pausing.rests(child))
+            return (told and not self.raising.waits(run_id)) or self.lost(run_id) is not None
 
-        await workflow.wait_condition(lambda: settled() or self.aborting() is not None)
+        def looks() -> bool:
+            return self.pausing.wakes(children.get(run_id), run_id)
+
+        while True:  # a pause asked of this run meanwhile goes down to the child (`child_pause`)
+            await workflow.wait_condition(
+                lambda: settled() or self.aborting() is not None or looks()
+            )
+            if settled() or self.aborting() is not None:
+                break
+            self.pausing.enabled()
+            await self.pausing.pass_down(run_id)
         abort = self.aborting()
         if not settled() and abort is not None:  # this run is aborted: so is the child
             await _signal(run_id, "abort", _below(abort, self.store))

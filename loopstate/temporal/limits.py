@@ -64,8 +64,11 @@ if TYPE_CHECKING:
 
 
 def ask_pause(wf: RunWorkflow, request: PauseRunRequest) -> bool:
-    """Keep a pause request for a running run (True); leave any other run as it is (False)."""
-    if wf.core.state.status != "running":
+    """Keep a pause request for a running run, or one that waits only on its working child
+    workflow, which the pause goes down to (True: `child_pause`); leave any other run as it is
+    (False)."""
+    state = wf.core.state
+    if state.status != "running" and not wf.children.pausing.works_below(state):
         return False
     if wf.store.pause_request is None:
         wf.store.pause_request = PauseRequest(by=request.actor, at=workflow_clock())
@@ -109,8 +112,13 @@ async def take_resume(wf: RunWorkflow) -> None:
     if request is None:
         return
     if loop is None:  # a flow in its agent phase
-        if wf.core.state.state == AgentLoop.budget_exceeded.id and workflow.patched(PHASE_RESTS):
+        where = wf.core.state.state
+        if where == AgentLoop.budget_exceeded.id and workflow.patched(PHASE_RESTS):
             await _phase_raised(wf, request)
+        elif where == AgentLoop.paused.id and await wf.children.pausing.resume(
+            wf.core.state, request.actor
+        ):  # its phase's run was paused: it goes on, the flow waits for it in the phase
+            await wf.core.emit(RunResumed(**wf.core.at(), state=where, recovered=()))
         return
     core = wf.core
     where = core.state.state
@@ -119,6 +127,7 @@ async def take_resume(wf: RunWorkflow) -> None:
         core.state = core.state.evolve(budget=held.raised(request.budget))
     if where == AgentLoop.paused.id:
         await loop.pausing.unpause(actor=request.actor)
+        await wf.children.pausing.resume(core.state, request.actor)
     elif where == AgentLoop.budget_exceeded.id:
         try:
             await loop.limits.raised(actor=request.actor)
