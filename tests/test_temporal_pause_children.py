@@ -127,6 +127,26 @@ async def test_a_pause_of_the_parent_reaches_its_sub_agents_child_workflow(
     assert (tmp_path / "lookups.txt").read_text() == "k1\nk3\n"  # each tool ran once
 
 
+async def test_aborting_a_parent_paused_with_its_child_workflow_aborts_that_child(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    async with served(temporal_address, tmp_path) as runs, released(tmp_path):
+        run_id = await runs.start("pausing_treed", "look it up")
+        await paused_at_top(runs, run_id, tmp_path)
+        (call,) = (await state_is(runs, run_id, "paused")).calls
+        assert call.child_run_id is not None
+        await state_is(runs, call.child_run_id, "paused")
+        await runs.abort(run_id, "not needed")
+        ended = await runs.result(run_id)
+        below = await runs.result(call.child_run_id)
+        await replays(runs, run_id)
+        await replays(runs, call.child_run_id)
+    assert (ended.status, below.status) == ("aborted", "aborted")  # not left paused
+    assert below.stop_reason is not None
+    assert "not needed" in below.stop_reason
+    assert (tmp_path / "lookups.txt").read_text() == "k1\n"
+
+
 async def test_a_pause_of_the_flow_reaches_its_agent_phases_child_workflow(
     temporal_address: str, tmp_path: Path
 ) -> None:

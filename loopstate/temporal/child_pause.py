@@ -9,10 +9,11 @@ parent in this process does (there the child reads its ancestors' requests: `Loo
        │  Update `resume`: `unpause` back to `awaiting_approval` (a flow stays in the phase)
        └── Signal `resume` ──▶ the same child run goes on; the parent waits for its next report
 
-A child paused by its own id rests its parent the same way; a parent resumed, waiting again
-for its working child (`awaiting_approval`, or a flow `paused` in the phase), may be paused
-again (`works_below`). A history from before this (`PAUSE_DOWN` unpatched) keeps its
-commands: the parent kept the request while it waited, and kept waiting for a paused child.
+A child paused by its own id is waited for as before (its own resume continues it). A parent
+resumed, waiting again for its working child (`awaiting_approval`, or a flow `paused` in the
+phase), may be paused again (`works_below`). A history from before this (`PAUSE_DOWN`
+unpatched) keeps its commands: the parent kept the request while it waited, and took it at
+its own next boundary.
 """
 
 from __future__ import annotations
@@ -49,19 +50,18 @@ class PauseDown:
         self.sent: dict[str, PauseRequest] = {}
         """Child run id → the request last passed down to it."""
 
-    def wakes(self, child: RunState | None, run_id: str) -> bool:
+    def wakes(self, run_id: str) -> bool:
         """Whether a wait for the child `run_id` must look again (a wait condition: it
-        decides nothing): a pause asked of this run not passed down yet, or, before the patch
-        is read, the child told it is paused."""
-        if self.on is False:
-            return False
-        if self._unsent(run_id):
-            return True
-        return self.on is None and child is not None and child.status == AgentLoop.paused.id
+        decides nothing): a pause asked of this run is not passed down to it yet."""
+        return self.on is not False and self._unsent(run_id)
 
     def rests(self, child: RunState | None) -> bool:
-        """Whether the child's report that it is paused ends the wait (from the patch on)."""
-        return self.on is True and child is not None and child.status == AgentLoop.paused.id
+        """Whether the child's report ends the wait: it is paused by a pause this run passed
+        down (a child paused by its own id is waited for, as before, until it goes on)."""
+        return self.on is True and child is not None and self._paused_by_us(child)
+
+    def _paused_by_us(self, child: RunState) -> bool:
+        return child.status == AgentLoop.paused.id and child.run_id in self.sent
 
     def works_below(self, state: RunState) -> bool:
         """Whether `state` (not running itself) waits on a child that works: one sent a resume
@@ -99,8 +99,7 @@ class PauseDown:
         paused = [
             child
             for run_id in waited_children(state)
-            if (child := self.store.children.get(run_id)) is not None
-            and child.status == AgentLoop.paused.id
+            if (child := self.store.children.get(run_id)) is not None and self._paused_by_us(child)
         ]
         if not paused or not self.enabled():
             return False

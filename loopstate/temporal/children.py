@@ -120,7 +120,7 @@ class ChildWorkflows:
             return (told and not self.raising.waits(run_id)) or self.lost(run_id) is not None
 
         def looks() -> bool:
-            return self.pausing.wakes(children.get(run_id), run_id)
+            return self.pausing.wakes(run_id)
 
         while True:  # a pause asked of this run meanwhile goes down to the child (`child_pause`)
             await workflow.wait_condition(
