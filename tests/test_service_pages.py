@@ -4,6 +4,7 @@ run page's highlighted state change live, reload and find the same state."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,3 +166,55 @@ def test_a_live_update_leaves_the_card_being_typed_in_alone(
             card(page, first, "send_email").get_by_placeholder("reason").input_value()
             == "half-typed"
         )
+
+
+# Counts the live updates the page receives (EventSource's own events, counted as they arrive).
+_COUNT_UPDATES = """
+const listen = EventSource.prototype.addEventListener;
+EventSource.prototype.addEventListener = function (type, handler, ...rest) {
+  const counted = function (event) {
+    const page = document.documentElement;
+    if (type === "run") page.dataset.updates = Number(page.dataset.updates || 0) + 1;
+    return handler.call(this, event);
+  };
+  return listen.call(this, type, counted, ...rest);
+};
+"""
+
+
+def test_an_update_that_arrives_while_the_inbox_refreshes_is_not_lost(
+    tmp_path: Path, browser_page: Any
+) -> None:
+    """A refresh's last read (the runs a deploy made incompatible) is held until another run's
+    calls have arrived and their update reached the page: the inbox goes round again and
+    shows them (it went no further when the update came during that read, and waited for the
+    next one, which a quiet service never sends)."""
+    page = browser_page
+    held: list[Any] = []
+    released = False
+
+    def hold(route: Any) -> None:
+        if released:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.add_init_script(_COUNT_UPDATES)
+    page.route(lambda url: "compatible=false" in url, hold)
+    with serving(tmp_path) as server, server.client() as client:
+        first = start_run(client)
+        page.goto(f"{server.url}/ui/?token={TOKEN}")
+        expect(card(page, first, "charge")).to_have_count(1)
+        expect(page.locator("#live")).to_have_text("live")
+        seen = page.locator("html").get_attribute("data-updates")  # the first run is quiet
+        second = start_run(client)
+        if seen is None:  # its update reached the page (the page's policy forbids eval)
+            expect(page.locator("html")).to_have_attribute("data-updates", re.compile(r"\d"))
+        else:
+            expect(page.locator("html")).not_to_have_attribute("data-updates", seen)
+        assert held, "the refresh's last read was not held"
+        released = True
+        for route in held:
+            route.continue_()
+        expect(card(page, second, "charge")).to_have_count(1)
+        expect(page.locator("article")).to_have_count(4)

@@ -69,6 +69,18 @@ async function listApprovals() {
   }
 }
 
+// Runs the served agent would refuse at resume (a deploy changed what they need): marked.
+async function listIncompatible() {
+  const refused = await ls.api("GET", "/api/runs?compatible=false");
+  cards.querySelector(".incompatible")?.remove();
+  if (refused.ok && refused.data.items.length) {
+    cards.append(ls.el("ul", { class: "incompatible", role: "status" },
+      ...refused.data.items.map((r) => ls.el("li", { "data-run": r.run_id, text: `run ${r.run_id} cannot resume under the agent served here (incompatible): ${r.why.join("; ")}` }))));
+  }
+}
+
+// One refresh at a time; an update that arrives during one makes it go round again (every
+// fetch of it, so an update is never left to a round that had already read past it).
 let refreshing = null;
 let again = false;
 async function refresh() {
@@ -77,15 +89,8 @@ async function refresh() {
     do {
       again = false;
       await Promise.all([listApprovals(), listRuns("failed", "failed", "No run has failed."),
-        listRuns("done", "done", "No run has finished yet.")]);
+        listRuns("done", "done", "No run has finished yet."), listIncompatible()]);
     } while (again);
-    // Runs the served agent would refuse at resume (a deploy changed what they need): marked.
-    const refused = await ls.api("GET", "/api/runs?compatible=false");
-    cards.querySelector(".incompatible")?.remove();
-    if (refused.ok && refused.data.items.length) {
-      cards.append(ls.el("ul", { class: "incompatible", role: "status" },
-        ...refused.data.items.map((r) => ls.el("li", { "data-run": r.run_id, text: `run ${r.run_id} cannot resume under the agent served here (incompatible): ${r.why.join("; ")}` }))));
-    }
   })();
   try { await refreshing; } finally { refreshing = null; }
 }
