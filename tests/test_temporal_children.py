@@ -10,6 +10,7 @@ import pytest
 from support.waiting import until
 from temporal_scenarios import CRASH_SETTINGS, kill, start_worker
 from temporal_support import serving, wait_pending
+from temporalio.api.enums.v1 import EventType
 
 from loopstate import Abort, Approve, DecisionError
 from loopstate.engine.result import RunResult
@@ -125,10 +126,22 @@ async def test_aborting_the_parent_while_its_sub_agent_runs_aborts_both_at_the_n
         effects = tmp_path / "effects.txt"
         await until(lambda: effects.exists() and effects.read_text())  # the child's tool runs
         await s.runs.abort(run_id, "stop everything")
-        (tmp_path / "release").touch()  # the tool in flight finishes; nothing runs after it
-        result = await s.runs.result(run_id)
         child = child_run_id(run_id, "slow_work_1")
         handle = s.client.get_workflow_handle(child, result_type=RunResult)
+
+        async def told() -> bool:
+            """the parent's abort reached the child (a Signal after the parent's Update: a
+            child let go before it came could end its work first)"""
+            history = await handle.fetch_history()
+            return any(
+                e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+                and e.workflow_execution_signaled_event_attributes.signal_name == "abort"
+                for e in history.events
+            )
+
+        await until(told, every=0.05)
+        (tmp_path / "release").touch()  # the tool in flight finishes; nothing runs after it
+        result = await s.runs.result(run_id)
         child_result = await handle.result()
     assert (result.status, child_result.status) == ("aborted", "aborted")
     assert "stop everything" in (child_result.stop_reason or "")
