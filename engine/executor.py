@@ -213,11 +213,9 @@ class Executor:
             return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})
         # the tool gets its own mutable copy: nothing it does reaches the record
         args = tool.validate(thaw(record.executed_arguments or {}))
-        data = getattr(record.decision, "data", None)
-        if data:
-            ctx = dataclasses.replace(ctx, decision_data=thaw(data))
+        if tool.context_param is not None:  # only a tool that takes its context sees it
+            ctx = _call_context(record, ctx)
         attempts = 0
-        ctx = dataclasses.replace(ctx, answers=record.answers, _asked=[0])
         while True:
             attempts += 1
             try:
@@ -235,7 +233,15 @@ class Executor:
             if attempts > tool.retries:
                 break
         text = truncate(text, tool.max_result_chars)  # errors too: a traceback can be long
-        return record.model_copy(update={"status": status, "result": text, "attempts": attempts})
+        return record.evolve(status=status, result=text, attempts=attempts)  # values made here
+
+
+def _call_context(record: CallRecord, ctx: ToolContext[Any]) -> ToolContext[Any]:
+    """`ctx` with what the call's record holds for its tool: the data of the decision that
+    let it run, the answers to its questions so far (`ctx.ask`), none asked yet."""
+    data = getattr(record.decision, "data", None)
+    more = {"decision_data": thaw(data)} if data else {}
+    return dataclasses.replace(ctx, answers=record.answers, _asked=[0], **more)
 
 
 def _asking(record: CallRecord, tool: Tool, ask: AskPending) -> CallRecord:
