@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from pydantic import ValidationError
@@ -219,7 +220,7 @@ class Executor:
         while True:
             attempts += 1
             try:
-                async with asyncio.timeout(tool.timeout):
+                async with _time_limit(tool.timeout):
                     text = await tool.invoke(args, ctx)
                 status, text = "succeeded", storable_text(text)
                 break
@@ -242,6 +243,12 @@ def _call_context(record: CallRecord, ctx: ToolContext[Any]) -> ToolContext[Any]
     data = getattr(record.decision, "data", None)
     more = {"decision_data": thaw(data)} if data else {}
     return dataclasses.replace(ctx, answers=record.answers, _asked=[0], **more)
+
+
+def _time_limit(seconds: float | None) -> AbstractAsyncContextManager[object]:
+    """A tool's timeout; none (not `asyncio.timeout(None)`, which costs a step's share) for
+    a tool without one."""
+    return nullcontext() if seconds is None else asyncio.timeout(seconds)
 
 
 def _asking(record: CallRecord, tool: Tool, ask: AskPending) -> CallRecord:
