@@ -33,9 +33,9 @@ class ModelCall:
         view: Callable[[tuple[Message, ...]], tuple[Message, ...]] | None,
         tool_choice: ToolChoice,
     ) -> ModelRequest:
-        # model_construct: the history is already-validated data; re-validating it every step
-        # would make a step cost grow with the history.
-        return ModelRequest.model_construct(
+        # trusted: the history is already-validated data; re-validating it every step would
+        # make a step cost grow with the history.
+        return ModelRequest.trusted(
             messages=state.messages if view is None else view(state.messages),
             tools=self.definitions,
             tool_choice=tool_choice,
