@@ -54,6 +54,9 @@ class Cause:
     actor: str | None = None
 
 
+_NO_CAUSE = Cause()
+
+
 @dataclass(frozen=True)
 class RunPorts:
     """What the skeleton needs besides the run's state."""
@@ -227,7 +230,7 @@ class RunCore:
     def record(self, source: str, target: str, event: str, cause: Cause | None) -> None:
         """Append a transition to the audit trail; it is announced once saved."""
         now = self.ports.clock()
-        cause = cause or Cause()
+        cause = cause or _NO_CAUSE
         if len(self.state.transitions) > len(self.saved.transitions):
             self.state = _marked(self.state)  # a second one before a save: mark the first now
         transition = Transition.trusted(
