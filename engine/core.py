@@ -243,7 +243,8 @@ class RunCore:
             actor=cause.actor,
         )
         self.state = self.state.evolve(
-            transitions=(*self.state.transitions, transition), updated_at=now
+            transitions=self.state.transitions + (transition,),  # noqa: RUF005 (see _marked)
+            updated_at=now,
         )
         self._unannounced.append(transition)
 
@@ -330,8 +331,11 @@ class RunCore:
 
 
 def _marked(state: RunState) -> RunState:
-    *before, last = state.transitions
-    return state.evolve(transitions=(*before, last.evolve(mark=mark_of(state))))
+    # Concatenation copies the history once; unpacking (RUF005) copies it into a list, then
+    # into the tuple: a run's histories are copied at every step.
+    transitions = state.transitions
+    marked = transitions[-1].evolve(mark=mark_of(state))
+    return state.evolve(transitions=transitions[:-1] + (marked,))  # noqa: RUF005
 
 
 def _event_id(event: Callable[..., object]) -> str:
