@@ -81,8 +81,9 @@ class Executor:
             msg = f"Error: invalid arguments for {tool.name}: {describe_invalid(exc)}"
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
-        # built from values checked above (`arguments` parsed read-only): not validated again
-        record = CallRecord.trusted(
+        # values checked above (`arguments` parsed read-only): not validated again, and kept
+        # as a dict: the run keeps the copies made as the call is decided and run
+        record = CallRecord.fleeting(
             **base, arguments=arguments, digest=digest, status="approved", metadata={}
         )
         # what rules match on (made only if there are rules: a step's most frequent work)
