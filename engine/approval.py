@@ -165,9 +165,13 @@ SyncApprover = Callable[[list[ApprovalRequest]], Mapping[str, Any]]
 there."""
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+"""`json.dumps` with these options, made once (`dumps` builds an encoder on every call)."""
+
+
 def arguments_digest(tool: str, arguments: Any) -> str:
     """A short stable digest of a call's tool and arguments (canonical JSON, SHA-256)."""
-    canonical = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), default=str)
+    canonical = _CANONICAL.encode([tool, arguments])
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -110,8 +110,10 @@ def parse_arguments(raw: str) -> dict[str, Any]:
         ) from None
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
-    frozen: dict[str, Any] = storable(freeze(value))  # freeze first: it bounds the depth
-    return frozen
+    frozen: dict[str, Any] = freeze(value)  # first: it bounds the depth
+    if raw.isascii() and "\\u" not in raw:  # no surrogate in the text, none escaped: none in it
+        return frozen
+    return storable(frozen)
 
 
 def _refuse_constant(name: str) -> NoReturn:

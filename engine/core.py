@@ -54,6 +54,9 @@ class Cause:
     actor: str | None = None
 
 
+_NO_CAUSE = Cause()
+
+
 @dataclass(frozen=True)
 class RunPorts:
     """What the skeleton needs besides the run's state."""
@@ -227,7 +230,7 @@ class RunCore:
     def record(self, source: str, target: str, event: str, cause: Cause | None) -> None:
         """Append a transition to the audit trail; it is announced once saved."""
         now = self.ports.clock()
-        cause = cause or Cause()
+        cause = cause or _NO_CAUSE
         if len(self.state.transitions) > len(self.saved.transitions):
             self.state = _marked(self.state)  # a second one before a save: mark the first now
         transition = Transition.trusted(
@@ -240,7 +243,8 @@ class RunCore:
             actor=cause.actor,
         )
         self.state = self.state.evolve(
-            transitions=(*self.state.transitions, transition), updated_at=now
+            transitions=self.state.transitions + (transition,),  # noqa: RUF005 (see _marked)
+            updated_at=now,
         )
         self._unannounced.append(transition)
 
@@ -327,8 +331,11 @@ class RunCore:
 
 
 def _marked(state: RunState) -> RunState:
-    *before, last = state.transitions
-    return state.evolve(transitions=(*before, last.evolve(mark=mark_of(state))))
+    # Concatenation copies the history once; unpacking (RUF005) copies it into a list, then
+    # into the tuple: a run's histories are copied at every step.
+    transitions = state.transitions
+    marked = transitions[-1].evolve(mark=mark_of(state))
+    return state.evolve(transitions=transitions[:-1] + (marked,))  # noqa: RUF005
 
 
 def _event_id(event: Callable[..., object]) -> str:

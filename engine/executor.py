@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from pydantic import ValidationError
@@ -80,7 +81,11 @@ class Executor:
             msg = f"Error: invalid arguments for {tool.name}: {describe_invalid(exc)}"
             return CallRecord(**base, status="invalid", reason=msg, result=msg)
         digest = arguments_digest(tool.name, arguments)
-        record = CallRecord(**base, arguments=arguments, digest=digest, status="approved")
+        # values checked above (`arguments` parsed read-only): not validated again, and kept
+        # as a dict: the run keeps the copies made as the call is decided and run
+        record = CallRecord.fleeting(
+            **base, arguments=arguments, digest=digest, status="approved", metadata={}
+        )
         # what rules match on (made only if there are rules: a step's most frequent work)
         request = record.request().evolve(category=tool.category) if rules else None
         if request is not None and (forbidden := forbidding(rules, request)) is not None:
@@ -98,8 +103,11 @@ class Executor:
                 }
             )
         metadata: dict[str, Any] = {}
-        try:
-            gated = tool.gated(args, context(call.id, tool.name))
+        try:  # a predicate is handed the call's context; a fixed answer needs none
+            needs = tool.needs_approval
+            gated = (
+                needs if isinstance(needs, bool) else tool.gated(args, context(call.id, tool.name))
+            )
             reason = f"{tool.name} needs approval"
             if isinstance(gated, Gate):
                 reason, metadata = storable_text(gated.description), gated.metadata
@@ -207,15 +215,13 @@ class Executor:
             return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})
         # the tool gets its own mutable copy: nothing it does reaches the record
         args = tool.validate(thaw(record.executed_arguments or {}))
-        data = getattr(record.decision, "data", None)
-        if data:
-            ctx = dataclasses.replace(ctx, decision_data=thaw(data))
+        if tool.context_param is not None:  # only a tool that takes its context sees it
+            ctx = _call_context(record, ctx)
         attempts = 0
-        ctx = dataclasses.replace(ctx, answers=record.answers, _asked=[0])
         while True:
             attempts += 1
             try:
-                async with asyncio.timeout(tool.timeout):
+                async with _time_limit(tool.timeout):
                     text = await tool.invoke(args, ctx)
                 status, text = "succeeded", storable_text(text)
                 break
@@ -229,7 +235,21 @@ class Executor:
             if attempts > tool.retries:
                 break
         text = truncate(text, tool.max_result_chars)  # errors too: a traceback can be long
-        return record.model_copy(update={"status": status, "result": text, "attempts": attempts})
+        return record.evolve(status=status, result=text, attempts=attempts)  # values made here
+
+
+def _call_context(record: CallRecord, ctx: ToolContext[Any]) -> ToolContext[Any]:
+    """`ctx` with what the call's record holds for its tool: the data of the decision that
+    let it run, the answers to its questions so far (`ctx.ask`), none asked yet."""
+    data = getattr(record.decision, "data", None)
+    more = {"decision_data": thaw(data)} if data else {}
+    return dataclasses.replace(ctx, answers=record.answers, _asked=[0], **more)
+
+
+def _time_limit(seconds: float | None) -> AbstractAsyncContextManager[object]:
+    """A tool's timeout; none (not `asyncio.timeout(None)`, which costs a step's share) for
+    a tool without one."""
+    return nullcontext() if seconds is None else asyncio.timeout(seconds)
 
 
 def _asking(record: CallRecord, tool: Tool, ask: AskPending) -> CallRecord:

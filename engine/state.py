@@ -369,5 +369,5 @@ class RunState(Frozen):
         """The state with `record` in place of the current batch's call of the same id."""
         start = self.batch_start
         index = start + next(i for i, c in enumerate(self.batch) if c.call_id == record.call_id)
-        calls = (*self.calls[:index], record, *self.calls[index + 1 :])
+        calls = self.calls[:index] + (record,) + self.calls[index + 1 :]  # noqa: RUF005 (one copy)
         return self.evolve(calls=calls)

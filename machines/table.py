@@ -38,7 +38,11 @@ class _Guard:
     def holds(self, facts: Mapping[str, Any]) -> bool:
         if self.names is None:
             return bool(self.check(**facts)) is self.expected
-        return bool(self.check(**{k: facts[k] for k in self.names if k in facts})) is self.expected
+        given = {}  # the facts it takes (a loop: a comprehension's frame costs more than this)
+        for name in self.names:
+            if name in facts:
+                given[name] = facts[name]
+        return bool(self.check(**given)) is self.expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +74,27 @@ class TransitionTable:
                     key = (state.value, str(event))
                     self.edges[key] = (*self.edges.get(key, ()), _Edge(t.target.value, guards))
         self.events = frozenset(event for _, event in self.edges)
+        # its events as methods of a class of its own: found as attributes are, per event
+        self._positioned = type(
+            f"{machine.__name__}Table",
+            (TableMachine,),
+            {"__slots__": (), **{event: _event_method(event) for event in self.events}},
+        )
 
     def at(self, state: Any) -> TableMachine:
         """A machine of this table positioned at `state`."""
         if state not in self.states:
             raise InvalidStateValue(state)  # type: ignore[no-untyped-call]  # untyped upstream
-        return TableMachine(self, state)
+        machine: TableMachine = self._positioned(self, state)
+        return machine
 
     def move(self, source: Any, event: str, facts: Mapping[str, Any]) -> Any:
         """The state `event` takes the machine to from `source`."""
         for edge in self.edges.get((source, event), ()):
-            if all(guard.holds(facts) for guard in edge.guards):
+            for guard in edge.guards:
+                if not guard.holds(facts):
+                    break
+            else:  # every guard holds
                 return edge.target
         raise TransitionNotAllowed(getattr(self.machine, event), OrderedSet([self.states[source]]))
 
@@ -95,26 +109,21 @@ class TableMachine:
         self.table = table
         self.current_state_value = state
 
-    def __getattr__(self, name: str) -> _Trigger:
-        if name not in self.table.events:
-            raise AttributeError(f"{self.table.machine.__name__} has no event {name!r}")
-        return _Trigger(self, name)
+    def __getattr__(self, name: str) -> Any:  # not one of its events
+        raise AttributeError(f"{self.table.machine.__name__} has no event {name!r}")
 
     @property
     def is_terminated(self) -> bool:
         return bool(self.table.states[self.current_state_value].final)
 
 
-class _Trigger:
-    __slots__ = ("id", "machine")
+def _event_method(event: str) -> Callable[..., None]:
+    def send(self: TableMachine, **facts: Any) -> None:
+        self.current_state_value = self.table.move(self.current_state_value, event, facts)
 
-    def __init__(self, machine: TableMachine, event: str) -> None:
-        self.machine = machine
-        self.id = event
-
-    def __call__(self, **facts: Any) -> None:
-        m = self.machine
-        m.current_state_value = m.table.move(m.current_state_value, self.id, facts)
+    send.__name__ = send.__qualname__ = event
+    send.id = event  # type: ignore[attr-defined]  # as python-statemachine's events carry it
+    return send
 
 
 def _check_strict(machine: type[StateChart[Any]]) -> None:

@@ -83,12 +83,15 @@ def test_an_unvalidated_instance_equals_the_validated_one_and_needs_every_field(
         getattr(TextDelta, make)(**fields)
 
 
-def test_a_trusted_instance_takes_the_defaults_it_is_not_given_and_refuses_unknown_fields() -> None:
+@pytest.mark.parametrize("make", ["trusted", "fleeting"])
+def test_an_unvalidated_instance_takes_the_defaults_it_is_not_given_and_refuses_unknown_fields(
+    make: str,
+) -> None:
     given = {"run_id": "r", "at": 1.0, "seq": 1, "source": "a", "target": "b", "event": "e"}
-    trusted = TransitionEvent.trusted(**given)
+    trusted = getattr(TransitionEvent, make)(**given)
     assert trusted == TransitionEvent(**given)
     assert (trusted.kind, trusted.step, trusted.reason) == ("transition", 0, None)
     assert trusted.model_fields_set == TransitionEvent(**given).model_fields_set
     assert trusted.model_dump_json() == TransitionEvent(**given).model_dump_json()
     with pytest.raises(TypeError, match=r"unknown fields \['colour'\]"):
-        TransitionEvent.trusted(**given, colour="red")
+        getattr(TransitionEvent, make)(**given, colour="red")

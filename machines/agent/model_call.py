@@ -33,9 +33,10 @@ class ModelCall:
         view: Callable[[tuple[Message, ...]], tuple[Message, ...]] | None,
         tool_choice: ToolChoice,
     ) -> ModelRequest:
-        # model_construct: the history is already-validated data; re-validating it every step
-        # would make a step cost grow with the history.
-        return ModelRequest.model_construct(
+        # unvalidated: the history is already-validated data; re-validating it every step
+        # would make a step cost grow with the history. Fleeting: the request is dropped
+        # after its call (nothing in the run keeps it).
+        return ModelRequest.fleeting(
             messages=state.messages if view is None else view(state.messages),
             tools=self.definitions,
             tool_choice=tool_choice,

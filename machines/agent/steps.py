@@ -154,12 +154,12 @@ class LoopSteps(OnCore):
             records = self.executor.prepare(reply.calls, self.context, self.state.rules)
         state = self.state
         update: dict[str, Any] = {
-            "messages": (*state.messages, reply),
+            "messages": state.messages + (reply,),  # noqa: RUF005 (one copy, see core._marked)
             "steps": request.step,
             "usage": state.usage + response.usage,
             "last_call": response.usage,
             "driven_s": state.driven_s + (config.options.clock() - started),
-            "calls": (*state.calls, *records),
+            "calls": state.calls + tuple(records),
             "batch_start": len(state.calls),
         }
         if not records:
@@ -331,17 +331,13 @@ class LoopSteps(OnCore):
         stop = stop_reason(self.state, self.config)
         direct = self.delegations.direct_output()
         update: dict[str, Any] = {
-            "messages": (
-                *self.state.messages,
-                *(result_message(c) for c in batch),
-                *queued_message(self.state),
-            ),
+            "messages": self.state.messages
+            + tuple(result_message(c) for c in batch)
+            + queued_message(self.state),
             "queued_message": None,
             "driven_s": self.state.driven_s + (self.config.options.clock() - started),
-            "calls": (
-                *self.state.calls[: self.state.batch_start],
-                *(c.evolve(result=None, parameters=None) for c in batch),
-            ),
+            "calls": self.state.calls[: self.state.batch_start]
+            + tuple(c.evolve(result=None, parameters=None) for c in batch),
         }
         if direct is not None:  # a sub-agent's answer is the run's (direct return)
             stop, update["output"] = "direct_return", direct
