@@ -215,8 +215,9 @@ class Executor:
             return record.model_copy(update={"status": "failed", "result": changed, "attempts": 0})
         # the tool gets its own mutable copy: nothing it does reaches the record
         args = tool.validate(thaw(record.executed_arguments or {}))
-        if tool.context_param is not None:  # only a tool that takes its context sees it
-            ctx = _call_context(record, ctx)
+        # every tool's context: one that declares none may still ask through it (an MCP
+        # server's tool asks the person what its server elicits)
+        ctx = _call_context(record, ctx)
         attempts = 0
         while True:
             attempts += 1
