@@ -8,11 +8,11 @@ Tools write to files under WORKDIR, so a test counts effects across processes.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from flow_child import happy_script
 from statemachine import State
+from support.waiting import blocked_until_exists
 
 from loopstate import Agent, MemoryStore, ModelRequest, ScriptedModel, Tool, tool
 from loopstate.engine.models.scripted import ScriptItem, call, calls
@@ -89,8 +89,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         """Append a line, then wait until WORKDIR/release exists (a test kills the worker)."""
         with (workdir / path).open("a") as f:
             f.write(text + "\n")
-        while not (workdir / "release").exists():
-            time.sleep(0.05)
+        blocked_until_exists(workdir / "release")
         return "appended and released"
 
     def model(*script: object) -> ScriptedModel:

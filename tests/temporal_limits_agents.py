@@ -9,14 +9,13 @@ a test sees what the model saw. Tools write under WORKDIR, so a test counts thei
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from support.waiting import until
+from support.waiting import blocked_until_exists, until
 from temporal_agents import Desk, Pipeline
 from temporal_support import connect
 from temporalio import workflow
@@ -98,8 +97,7 @@ def agents(workdir: Path) -> dict[str, Agent | Flow]:
         """Write WORKDIR/held, then wait until WORKDIR/release exists (a test pauses the run
         meanwhile)."""
         (workdir / "held").write_text(key)
-        while not (workdir / "release").exists():
-            time.sleep(0.02)
+        blocked_until_exists(workdir / "release")
         return f"held {key}"
 
     def model(*script: object) -> ScriptedModel:
@@ -181,8 +179,7 @@ def pausing_trees(workdir: Path, lookup: Tool, store: MemoryStore) -> dict[str, 
     def wait_for(key: str) -> str:
         """Write WORKDIR/held-KEY, then wait until WORKDIR/release-KEY exists."""
         (workdir / f"held-{key}").touch()
-        while not (workdir / f"release-{key}").exists():
-            time.sleep(0.02)
+        blocked_until_exists(workdir / f"release-{key}")
         return f"waited for {key}"
 
     waits = [call("wait_for", {"key": k}, id=f"wait_{k}") for k in ("a", "b")]

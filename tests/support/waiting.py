@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -34,3 +35,13 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {within} s: {check.__doc__ or check}")
         await asyncio.sleep(every)
+
+
+def blocked_until_exists(path: Path, *, within: float = MARGIN, every: float = 0.02) -> None:
+    """Block (a tool's thread, in a worker) until `path` exists: the file a test writes to
+    let the tool go on. Fails after `within`, as `until` does, rather than hold the tool."""
+    deadline = time.monotonic() + within
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within} s: {path} was never written")
+        time.sleep(every)
