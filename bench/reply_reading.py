@@ -27,7 +27,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -44,6 +43,7 @@ from loopstate.engine.models.litellm import _import_litellm  # noqa: E402
 from loopstate.engine.models.litellm_contract import stream_iterator  # noqa: E402
 from loopstate.engine.models.litellm_reply import read_reply  # noqa: E402
 from loopstate.engine.models.litellm_stream import assemble  # noqa: E402
+from loopstate.engine.models.provider_path import _NO_LOGGING  # noqa: E402
 from loopstate.engine.models.provider_plain import find_rates, plain_reply  # noqa: E402
 from loopstate.engine.models.provider_stream import AnthropicStream, PlainStream  # noqa: E402
 
@@ -56,7 +56,6 @@ SHAPES = {  # name: provider, model, wire_server shape (None: Anthropic's format
     "gemini-compatible": ("openai", "gemini-2.5-flash", b"gemini"),
     "anthropic/": ("anthropic", "claude-sonnet-4-5-20250929", None),
 }
-_NO_LOGGING = SimpleNamespace(model_call_details={}, post_call=lambda *a, **k: None)
 litellm = _import_litellm()
 
 
